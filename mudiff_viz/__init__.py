@@ -1,0 +1,3 @@
+"""mudiff-viz: look inside diffusion decoding of document OCR."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,62 @@
+"""Accuracy and parallelism measures computed from texts and traces."""
+
+from __future__ import annotations
+
+import numpy as np
+from rapidfuzz.distance import Levenshtein
+
+
+def cer(hyp: str, ref: str) -> float:
+    """Character error rate: edit distance over the reference length."""
+    return Levenshtein.distance(hyp, ref) / max(1, len(ref))
+
+
+def normalized_edit_distance(hyp: str, ref: str) -> float:
+    """Edit distance over the longer string's length (OmniDocBench's text metric), in [0, 1]."""
+    return Levenshtein.normalized_distance(hyp, ref)
+
+
+def tokens_per_forward(trace) -> float:
+    """Decoded tokens (including stop tokens) per sequence forward (denoising + block-commit)."""
+    nfe = trace.metrics.get("nfe", 0)
+    return trace.n_tokens / nfe if nfe else 0.0
+
+
+def steps_per_block(trace) -> list[int]:
+    """Denoising forwards each (region, block) took."""
+    counts: dict[tuple[int, int], int] = {}
+    for s in trace.steps:
+        counts[(s.region, s.block)] = counts.get((s.region, s.block), 0) + 1
+    return list(counts.values())
+
+
+def order_correlation(trace) -> float | None:
+    """Mean Spearman correlation between position and commit step inside each block.
+
+    1.0 means strictly left to right; 0 means no positional order. None when undefined.
+    """
+    if trace.decoder != "diffusion":
+        return 1.0
+    block_len = int(trace.params.get("block_length", 32))
+    values = []
+    for region in trace.regions:
+        n = len(region.tokens)
+        for start in range(0, n, block_len):
+            steps = [t.commit_step for t in region.tokens[start : start + block_len]]
+            if len(steps) < 3 or len(set(steps)) < 2:
+                continue
+            pos_rank = np.arange(len(steps), dtype=float)
+            step_rank = _rank(np.array(steps, dtype=float))
+            values.append(float(np.corrcoef(pos_rank, step_rank)[0, 1]))
+    return float(np.mean(values)) if values else None
+
+
+def _rank(x: np.ndarray) -> np.ndarray:
+    order = x.argsort(kind="stable")
+    ranks = np.empty_like(x)
+    ranks[order] = np.arange(len(x), dtype=float)
+    # average ties
+    for v in np.unique(x):
+        idx = x == v
+        ranks[idx] = ranks[idx].mean()
+    return ranks

@@ -1,0 +1,184 @@
+"""Pages in: load PNG/JPEG/PDF with limits, rasterise PDFs, read the PDF text layer.
+
+Everything downstream works in *page pixels*: the coordinates of the rendered page image. A PDF's
+text layer (points) is scaled by ``dpi / 72`` on the way in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import threading
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PIL import Image
+
+from .errors import UserInputError
+from .limits import Limits, current
+
+Box = tuple[float, float, float, float]
+
+# PyMuPDF is not thread-safe: every call into it goes through this lock.
+PDF_LOCK = threading.Lock()
+
+
+@dataclass
+class TextChar:
+    c: str
+    bbox: Box
+
+
+@dataclass
+class TextLine:
+    """One line of the text layer: its text, box and per-character boxes (page pixels)."""
+
+    text: str
+    bbox: Box
+    chars: list[TextChar] = field(default_factory=list)
+    block: int = 0
+
+    def words(self) -> list[tuple[str, Box]]:
+        """Words of the line (split at spaces) with their boxes."""
+        out: list[tuple[str, Box]] = []
+        current_chars: list[TextChar] = []
+        for ch in self.chars + [TextChar(" ", (0, 0, 0, 0))]:
+            if ch.c.isspace():
+                if current_chars:
+                    out.append(("".join(c.c for c in current_chars), union(c.bbox for c in current_chars)))
+                current_chars = []
+            else:
+                current_chars.append(ch)
+        return out
+
+
+@dataclass
+class Page:
+    """A page ready to decode: its raster and, for text PDFs, its text layer."""
+
+    image: Image.Image  # RGB
+    source: str
+    page_index: int = 0
+    page_count: int = 1
+    dpi: float | None = None
+    sha256: str = ""
+    lines: list[TextLine] | None = None  # text layer in page pixels; None: no text layer
+
+    @property
+    def width(self) -> int:
+        return self.image.width
+
+    @property
+    def height(self) -> int:
+        return self.image.height
+
+    @property
+    def text(self) -> str | None:
+        """Ground-truth text from the text layer (lines joined by newlines), if there is one."""
+        if not self.lines:
+            return None
+        return "\n".join(line.text for line in self.lines)
+
+    def info(self) -> dict:
+        """The ``page`` record of a trace."""
+        return {
+            "width": self.width,
+            "height": self.height,
+            "source": self.source,
+            "page_index": self.page_index,
+            "page_count": self.page_count,
+            "dpi": self.dpi,
+            "sha256": self.sha256,
+        }
+
+
+def union(boxes) -> Box:
+    boxes = list(boxes)
+    return (
+        min(b[0] for b in boxes),
+        min(b[1] for b in boxes),
+        max(b[2] for b in boxes),
+        max(b[3] for b in boxes),
+    )
+
+
+def sniff_kind(data: bytes) -> str:
+    """'pdf', 'png' or 'jpeg' from the file's first bytes (names and extensions are not trusted)."""
+    head = data[:1024]
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "jpeg"
+    if b"%PDF-" in head:
+        return "pdf"
+    raise UserInputError("unsupported file: not a PNG, JPEG or PDF")
+
+
+def read_source(source: str | Path | bytes, limits: Limits) -> tuple[bytes, str]:
+    """File bytes and a display name, refusing empty or oversized input."""
+    if isinstance(source, (bytes, bytearray)):
+        data, name = bytes(source), "upload"
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise UserInputError(f"no such file: {path}")
+        size = path.stat().st_size
+        if size > limits.max_upload_bytes:
+            raise UserInputError(f"file too large: {size} bytes (limit {limits.max_upload_bytes})")
+        data, name = path.read_bytes(), path.name
+    if not data:
+        raise UserInputError("empty file")
+    if len(data) > limits.max_upload_bytes:
+        raise UserInputError(f"file too large: {len(data)} bytes (limit {limits.max_upload_bytes})")
+    return data, name
+
+
+def load_page(
+    source: str | Path | bytes,
+    page_index: int = 0,
+    dpi: float = 150,
+    limits: Limits | None = None,
+) -> Page:
+    """Load one page of a PNG, JPEG or PDF, as an RGB image plus the text layer when there is one."""
+    limits = limits or current()
+    data, name = read_source(source, limits)
+    kind = sniff_kind(data)
+    digest = hashlib.sha256(data).hexdigest()
+    if kind == "pdf":
+        from .pdf import render_pdf_page  # deferred: keeps image-only use free of PyMuPDF start-up
+
+        rendered = render_pdf_page(data, page_index, dpi, limits)
+        return Page(
+            image=rendered.image,
+            source=name,
+            page_index=page_index,
+            page_count=rendered.page_count,
+            dpi=rendered.dpi,
+            sha256=digest,
+            lines=rendered.lines or None,
+        )
+    if page_index != 0:
+        raise UserInputError(f"page {page_index} does not exist: an image has one page (index 0)")
+    return Page(image=open_image(data, kind, limits), source=name, sha256=digest)
+
+
+def open_image(data: bytes, kind: str, limits: Limits) -> Image.Image:
+    """Decode a PNG/JPEG with an explicit format list and a hard pixel cap."""
+    fmt = {"png": "PNG", "jpeg": "JPEG"}[kind]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            img = Image.open(io.BytesIO(data), formats=[fmt])
+            if img.width * img.height > limits.max_image_pixels:
+                raise UserInputError(
+                    f"image too large: {img.width}x{img.height} pixels (limit {limits.max_image_pixels})"
+                )
+            img.load()
+            return img.convert("RGB")
+    except UserInputError:
+        raise
+    except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:
+        raise UserInputError(f"image too large: {exc}") from None
+    except Exception as exc:  # PIL raises many types for broken files
+        raise UserInputError(f"cannot read {fmt} image: {type(exc).__name__}: {exc}") from None

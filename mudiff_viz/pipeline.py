@@ -1,0 +1,55 @@
+"""One decode request end to end: page -> regions -> decoder -> Trace. Shared by CLI, app and bench."""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Callable
+
+from .decoding.autoregressive import ARParams, decode_autoregressive
+from .decoding.diffusion import DiffusionParams, decode_diffusion
+from .errors import UserInputError
+from .limits import Limits, current
+from .pages import Page
+from .trace import Trace
+
+DECODERS = ("diffusion", "ar")
+
+
+def make_params(decoder: str, limits: Limits | None = None, **knobs) -> DiffusionParams | ARParams:
+    """Decoder parameters from keyword knobs (ones the decoder lacks are ignored), within limits."""
+    cls = DiffusionParams if decoder == "diffusion" else ARParams
+    names = {f.name for f in fields(cls)}
+    params = cls(**{k: v for k, v in knobs.items() if k in names and v is not None})
+    limits = limits or current()
+    if params.max_new_tokens > limits.max_new_tokens:
+        raise UserInputError(f"max new tokens {params.max_new_tokens} exceeds the limit of {limits.max_new_tokens}")
+    if params.max_seconds is None:
+        params.max_seconds = limits.max_decode_seconds
+    return params
+
+
+def decode_page(
+    page: Page,
+    model: str = "nano",
+    decoder: str = "diffusion",
+    params: DiffusionParams | ARParams | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    backend=None,
+) -> Trace:
+    """Decode a loaded page with the given model and decoder."""
+    if decoder not in DECODERS:
+        raise UserInputError(f"decoder must be one of {', '.join(DECODERS)}, got {decoder!r}")
+    if backend is None:
+        from models.registry import load_backend
+
+        backend = load_backend(model, decoder)
+    params = params or make_params(decoder)
+    cap = getattr(backend, "max_answer", None)  # e.g. one text line for the nano models
+    if cap and params.max_new_tokens > cap:
+        params = replace(params, max_new_tokens=cap)
+    regions = backend.regions(page)
+    if not regions:
+        raise UserInputError("no text found on the page")
+    if decoder == "diffusion":
+        return decode_diffusion(backend, page, regions, params, progress)
+    return decode_autoregressive(backend, page, regions, params, progress)

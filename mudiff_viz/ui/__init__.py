@@ -1,0 +1,1 @@
+"""Gradio wiring only: every callback calls a tested function elsewhere."""
