@@ -49,7 +49,7 @@ def segment_lines(gray: np.ndarray, min_height: int = 6) -> list[Box]:
     if not bands:
         return []
     line_h = float(np.median([e - s for s, e in bands]))
-    gutter_min = max(12.0, 0.8 * line_h)
+    gutter_min = max(12.0, 1.2 * line_h)  # column gutters, far wider than word spaces
     out: list[Box] = []
 
     def visit(y0: int, y1: int, x0: int, x1: int, depth: int) -> None:
@@ -60,7 +60,9 @@ def segment_lines(gray: np.ndarray, min_height: int = 6) -> list[Box]:
         y0, y1, x0, x1 = y0 + ys[0], y0 + ys[-1] + 1, x0 + xs[0], x0 + xs[-1] + 1
         sub = ink[y0:y1, x0:x1]
         hgaps = _gaps(sub.sum(1), tol)
-        vgaps = [g for g in _gaps(sub.sum(0), tol) if g[1] - g[0] >= gutter_min]
+        # a single line splits only at very wide gaps (faint glyphs can open gaps between words)
+        min_v = gutter_min if y1 - y0 > 1.6 * line_h else 3 * line_h
+        vgaps = [g for g in _gaps(sub.sum(0), tol) if g[1] - g[0] >= min_v]
         widest_h = max((e - s for s, e in hgaps), default=0)
         widest_v = max((e - s for s, e in vgaps), default=0)
         if depth > 40:
@@ -83,9 +85,25 @@ def segment_lines(gray: np.ndarray, min_height: int = 6) -> list[Box]:
             out.append((float(x0), float(y0), float(x1), float(y1)))
 
     visit(0, ink.shape[0], 0, ink.shape[1], 0)
-    return out
+    return _absorb_fragments(out, line_h)
 
 
-def text_layer_lines(page: Page) -> list[TextLine]:
-    """The page's text-layer lines, in the order the PDF gives them."""
-    return list(page.lines or [])
+def _absorb_fragments(boxes: list[Box], line_h: float) -> list[Box]:
+    """Merge slivers (a comma's tail, an underscore cut off by a faint row) into the line they
+    touch; drop isolated specks. Reading order is kept."""
+    is_line = [b[3] - b[1] >= 0.45 * line_h or b[2] - b[0] >= 3 * line_h for b in boxes]
+    merged = list(boxes)
+    for j, b in enumerate(boxes):
+        if is_line[j]:
+            continue
+        best, best_d = None, 0.6 * line_h
+        for i, ln in enumerate(merged):
+            if not is_line[i] or b[0] > ln[2] or b[2] < ln[0]:
+                continue
+            d = max(ln[1] - b[3], b[1] - ln[3], 0.0)
+            if d <= best_d:
+                best, best_d = i, d
+        if best is not None:
+            ln = merged[best]
+            merged[best] = (min(ln[0], b[0]), min(ln[1], b[1]), max(ln[2], b[2]), max(ln[3], b[3]))
+    return [b for b, keep in zip(merged, is_line) if keep]
