@@ -102,9 +102,16 @@ def split_of(name: str) -> str:
 
 @functools.lru_cache(maxsize=3)
 def documents(split: str) -> tuple[Document, ...]:
+    """Documents of a split. Held-out splits drop paragraphs that also occur in training documents
+    (the standard library repeats some docstrings verbatim), so their text is never trained on."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}")
-    return tuple(d for d in corpus() if split_of(d.name) == split)
+    docs = [d for d in corpus() if split_of(d.name) == split]
+    if split != "train":
+        seen = {p for d in corpus() if split_of(d.name) == "train" for p in d.paragraphs}
+        docs = [Document(d.name, [p for p in d.paragraphs if p not in seen]) for d in docs]
+        docs = [d for d in docs if d.paragraphs]
+    return tuple(docs)
 
 
 @dataclass
