@@ -20,6 +20,7 @@ def make_params(decoder: str, limits: Limits | None = None, **knobs) -> Diffusio
     cls = DiffusionParams if decoder == "diffusion" else ARParams
     names = {f.name for f in fields(cls)}
     params = cls(**{k: v for k, v in knobs.items() if k in names and v is not None})
+    params.check()  # bad knobs fail before any model is loaded
     limits = limits or current()
     if params.max_new_tokens > limits.max_new_tokens:
         raise UserInputError(f"max new tokens {params.max_new_tokens} exceeds the limit of {limits.max_new_tokens}")

@@ -1,0 +1,117 @@
+"""The CLI end to end as a user runs it (subprocesses), on a real model directory with random weights."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from models.nano.model import NanoConfig, NanoOCR
+from models.nano.weights import save_model
+from mudiff_viz import synth
+from mudiff_viz.pages import load_page
+from mudiff_viz.trace import Trace, check_invariants
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "mudiff_viz", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory) -> dict[str, Path]:
+    """Random-weight nano twins in the shipped layout (config.json + model.safetensors)."""
+    out = {}
+    for kind in ("diffusion", "ar"):
+        torch.manual_seed(0)
+        cfg = NanoConfig(kind=kind, d_model=64, n_layers=1, n_heads=2, mlp_hidden=128, enc_dim=64, enc_layers=1,
+                         conv_channels=(8, 16, 16, 16), max_answer=24)
+        d = tmp_path_factory.mktemp(f"nano-{kind}")
+        save_model(NanoOCR(cfg), d)
+        out[kind] = d
+    return out
+
+
+@pytest.fixture(scope="module")
+def pdf(tmp_path_factory) -> Path:
+    pars = [d.paragraphs[0] for d in synth.documents("test")[:3]]
+    sp = synth.make_page(pars, synth.PageStyle(font="helvetica", size=12), heading="A test page")
+    path = tmp_path_factory.mktemp("pdf") / "page.pdf"
+    path.write_bytes(sp.pdf)
+    return path
+
+
+@pytest.mark.parametrize("decoder", ["diffusion", "ar"])
+def test_decode_writes_a_valid_trace(tiny_models, pdf, tmp_path, decoder):
+    out = tmp_path / "t.json"
+    r = run_cli("decode", str(pdf), "--model", str(tiny_models[decoder]), "--decoder", decoder,
+                "--block-length", "8", "--steps", "4", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    trace = Trace.load(out)
+    assert trace.decoder == decoder
+    assert check_invariants(trace) == []
+    assert len(trace.regions) == len(load_page(pdf).lines)  # one region per text-layer line
+    assert trace.gt_text and "A test page" in trace.gt_text
+    assert "NFE=" in r.stderr and "CER=" in r.stderr
+    assert all(len(reg.tokens) <= 24 for reg in trace.regions)  # the model's max_answer caps a line
+    v = run_cli("view", str(out))
+    assert v.returncode == 0 and f"{decoder} model=nano-{decoder}" in v.stdout
+
+
+def test_decode_an_image_segments_lines(tiny_models, pdf, tmp_path):
+    page = synth.SynthPage(pdf=pdf.read_bytes(), style=synth.PageStyle()).render(100)
+    png = tmp_path / "scan.png"
+    page.image.save(png)
+    out = tmp_path / "t.json"
+    r = run_cli("decode", str(png), "--model", str(tiny_models["ar"]), "--decoder", "ar", "--out", str(out), "--quiet")
+    assert r.returncode == 0, r.stderr
+    trace = Trace.load(out)
+    assert len(trace.regions) == len(page.lines)
+    assert trace.gt_text is None and "cer" not in trace.metrics
+
+
+@pytest.mark.parametrize(
+    "args,code,message",
+    [
+        (["decode", "missing.pdf", "--out", "x.json"], 2, "no such file"),
+        (["decode", "README.md", "--out", "x.json"], 2, "not a PNG, JPEG or PDF"),
+        (["decode", "assets/samples/courier-short.pdf", "--threshold", "1.5", "--out", "x.json"], 2, "threshold"),
+        (["decode", "assets/samples/courier-short.pdf", "--strategy", "nope", "--out", "x.json"], 2, "invalid choice"),
+        (["decode", "assets/samples/courier-short.pdf", "--model", "owner/model", "--out", "x.json"], 3, "hub downloads are off"),
+        (["decode", "assets/samples/courier-short.pdf", "--model", "nope", "--out", "x.json"], 3, "unknown model"),
+        (["view", "README.md"], 2, "not valid JSON"),
+        (["frobnicate"], 2, "invalid choice"),
+    ],
+)
+def test_errors_are_one_line_with_exit_codes(args, code, message, tmp_path):
+    r = run_cli(*args, timeout=120)
+    assert r.returncode == code, (r.returncode, r.stderr)
+    assert message in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_ar_model_refuses_the_other_decoder(tiny_models, pdf, tmp_path):
+    r = run_cli("decode", str(pdf), "--model", str(tiny_models["ar"]), "--decoder", "diffusion", "--out", str(tmp_path / "x.json"))
+    assert r.returncode == 3 and "cannot run the diffusion decoder" in r.stderr
+
+
+def test_view_reports_invariant_problems(tmp_path):
+    from tests.fixed_backend import FixedBackend, FixedPage
+    from mudiff_viz.decoding.diffusion import DiffusionParams, decode_diffusion
+
+    backend = FixedBackend(seed=0)
+    trace = decode_diffusion(backend, FixedPage(), backend.regions(None), DiffusionParams(max_new_tokens=32))
+    d = trace.to_dict()
+    d["metrics"]["nfe"] += 3
+    (tmp_path / "t.json").write_text(json.dumps(d))
+    r = run_cli("view", str(tmp_path / "t.json"))
+    assert r.returncode == 0 and "invariant violations" in r.stderr
