@@ -159,12 +159,9 @@ def _extra_commands():
         out.append(shuffle_register)
     except ImportError:
         pass
-    try:
-        from .bench import register as bench_register
+    from .bench import register as bench_register
 
-        out.append(bench_register)
-    except ImportError:
-        pass
+    out.append(bench_register)
     return out
 
 
