@@ -1,0 +1,154 @@
+"""Tokenizer, special-token ids and the chat prompt, all read from the checkpoint's files.
+
+The tokenizer is ``tokenizer.json`` through the ``tokenizers`` library (no Auto* classes: the
+checkpoint's config.json carries ``auto_map`` and would ask to run remote code). The chat template
+comes from ``chat_template.jinja`` (or ``tokenizer_config.json``), rendered in a jinja2 sandbox;
+the documented Qwen2-VL template is the fallback. ``<|image_pad|>`` is expanded here to one token
+per merged 28 x 28 patch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mudiff_viz.errors import ModelLoadError
+
+from .checkpoint import read_json
+from .tasks import SYSTEM_PROMPT
+
+IMAGE_PAD = "<|image_pad|>"
+SPECIAL_STRINGS = {
+    "image_pad": IMAGE_PAD,
+    "vision_start": "<|vision_start|>",
+    "vision_end": "<|vision_end|>",
+    "im_start": "<|im_start|>",
+    "im_end": "<|im_end|>",
+    "endoftext": "<|endoftext|>",
+}
+CONFIG_KEYS = {"image_pad": "image_token_id", "vision_start": "vision_start_token_id", "vision_end": "vision_end_token_id"}
+STOP_STRINGS = ("endoftext", "im_end")  # the release's stopping criteria
+
+FALLBACK_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    image_pad: int
+    vision_start: int
+    vision_end: int
+    im_start: int
+    im_end: int
+    endoftext: int | None
+
+
+class ChatText:
+    """Prompt ids for (image, task prompt) and token display text, from one checkpoint's files."""
+
+    def __init__(self, model_dir: Path, config: dict) -> None:
+        from tokenizers import Tokenizer
+
+        path = model_dir / "tokenizer.json"
+        if not path.is_file():
+            raise ModelLoadError(f"{model_dir} has no tokenizer.json")
+        try:
+            self.tok = Tokenizer.from_file(str(path))
+        except Exception as exc:
+            raise ModelLoadError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+        tok_cfg = read_json(model_dir / "tokenizer_config.json", required=False) or {}
+        self.ids = self._special_ids(config)
+        self.template_source, template = self._template(model_dir, tok_cfg)
+        self._template_fn = _compile(template)
+        self._text_cache: dict[int, str] = {}
+
+    @property
+    def stop_ids(self) -> frozenset[int]:
+        return frozenset(i for i in (self.ids.endoftext, self.ids.im_end) if i is not None)
+
+    def _special_ids(self, config: dict) -> SpecialIds:
+        found: dict[str, int | None] = {}
+        for name, text in SPECIAL_STRINGS.items():
+            tid = self.tok.token_to_id(text)
+            cfg_key = CONFIG_KEYS.get(name)
+            cfg_id = config.get(cfg_key) if cfg_key else None
+            if tid is None and name != "endoftext":
+                raise ModelLoadError(f"the tokenizer has no {text} token")
+            if cfg_id is not None and tid is not None and int(cfg_id) != tid:
+                raise ModelLoadError(f"config.json {cfg_key}={cfg_id} but the tokenizer maps {text} to {tid}")
+            found[name] = tid
+        return SpecialIds(**found)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _template(model_dir: Path, tok_cfg: dict) -> tuple[str, str]:
+        path = model_dir / "chat_template.jinja"
+        if path.is_file():
+            return "chat_template.jinja", path.read_text(encoding="utf-8")
+        template = tok_cfg.get("chat_template")
+        if isinstance(template, str) and template.strip():
+            return "tokenizer_config.json", template
+        return "fallback (documented Qwen2-VL template)", FALLBACK_TEMPLATE
+
+    def render(self, prompt: str) -> str:
+        """The chat text for one image followed by ``prompt``, ending where the answer starts."""
+        messages = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]},
+        ]
+        try:
+            return self._template_fn(messages)
+        except Exception as exc:
+            raise ModelLoadError(f"the chat template ({self.template_source}) failed: {exc}") from None
+
+    def prompt_ids(self, prompt: str, n_image_tokens: int) -> list[int]:
+        """Token ids of the rendered chat with ``<|image_pad|>`` expanded to ``n_image_tokens`` ids."""
+        text = self.render(prompt)
+        parts = text.split(IMAGE_PAD)
+        if len(parts) != 2:
+            raise ModelLoadError(
+                f"the chat template ({self.template_source}) placed {len(parts) - 1} image placeholders; expected 1"
+            )
+        before, after = (self.tok.encode(p, add_special_tokens=False).ids for p in parts)
+        return before + [self.ids.image_pad] * n_image_tokens + after
+
+    def token_text(self, token_id: int) -> str:
+        """Display text of one id (special tokens keep their literal text, e.g. for layout output)."""
+        text = self._text_cache.get(token_id)
+        if text is None:
+            if self.tok.id_to_token(token_id) is None:
+                text = f"<{token_id}>"
+            else:
+                text = self.tok.decode([token_id], skip_special_tokens=False)
+            self._text_cache[token_id] = text
+        return text
+
+    def detokenize(self, ids: list[int]) -> str:
+        return self.tok.decode(list(ids), skip_special_tokens=True)
+
+
+def _compile(template: str):
+    """A sandboxed render function for a chat template (templates are untrusted data)."""
+    from jinja2 import TemplateError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise TemplateError(message)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = raise_exception
+    try:
+        compiled = env.from_string(template)
+    except TemplateError as exc:
+        raise ModelLoadError(f"the chat template does not parse: {exc}") from None
+
+    def render(messages: list[dict]) -> str:
+        return compiled.render(messages=messages, add_generation_prompt=True, add_vision_id=False)
+
+    return render
