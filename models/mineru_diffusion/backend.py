@@ -1,0 +1,122 @@
+"""MinerU-Diffusion behind the diffusion-backend protocol: one region (page or layout block) at a time.
+
+``encode`` runs the vision tower, the projector and the block-causal prompt prefill into a KV cache;
+``block_logits`` forwards a block against the cache without storing it; ``commit_block`` stores
+it. Everything that identifies tokens (mask, image, stop ids) and the prompt format comes from the
+checkpoint's own files. CPU runs in float32, CUDA in bfloat16.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from models.base import Region
+from models.mineru_common.checkpoint import check_keys, load_state_dict, read_json
+from models.mineru_common.imaging import ImagePreprocessor
+from models.mineru_common.tasks import TEXT_PROMPT, page_region
+from models.mineru_common.text import ChatText
+from mudiff_viz.errors import ModelLoadError
+
+from .model import KVCache, MinerUDiffusion, MinerUDiffusionConfig, count_params_m, from_state_dict
+
+
+def dtype_for(device: torch.device) -> torch.dtype:
+    """bfloat16 on CUDA (the release's dtype), float32 on CPU (bf16 matmuls are slow there)."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+@dataclass
+class DiffusionContext:
+    cache: KVCache
+    prompt_len: int
+    image_tokens: int
+    image_size: tuple[int, int]
+
+
+class MinerUDiffusionBackend:
+    """The native MinerU-Diffusion; see models/mineru_diffusion/model.py for the architecture."""
+
+    one_region_at_a_time = True  # the pipeline decodes regions sequentially and merges the traces
+    supports_layout = True  # understands the layout-detection prompt (two-stage page parse)
+    max_answer = None  # the decode limits govern
+
+    def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None) -> None:
+        model_dir = Path(model_dir)
+        config = read_json(model_dir / "config.json")
+        if config.get("model_type") != "mineru_diffusion":
+            raise ModelLoadError(f"{model_dir}: model_type {config.get('model_type')!r} is not mineru_diffusion")
+        cfg = MinerUDiffusionConfig.from_dict(config)
+        dev = torch.device(device)
+        text = ChatText(model_dir, config)
+        images = ImagePreprocessor.from_dir(
+            model_dir, cfg.vision.patch_size, cfg.vision.temporal_patch_size, cfg.vision.spatial_merge_size
+        )
+        state = load_state_dict(model_dir, dev, dtype_for(dev))
+        check_keys(cfg.expected_shapes(), state, f"checkpoint {model_dir.name}")
+        self._attach(from_state_dict(cfg, state, dev), text, images, dev, spec or str(model_dir))
+
+    @classmethod
+    def from_parts(cls, model: MinerUDiffusion, text: ChatText, images: ImagePreprocessor, spec: str) -> "MinerUDiffusionBackend":
+        """A backend around an already built model (the GPU check builds random full-size weights)."""
+        backend = cls.__new__(cls)
+        backend._attach(model, text, images, next(model.parameters()).device, spec)
+        return backend
+
+    def _attach(self, model: MinerUDiffusion, text: ChatText, images: ImagePreprocessor, device: torch.device, spec: str) -> None:
+        self.model, self.text, self.images = model, text, images
+        self.cfg = model.cfg
+        self.device = device
+        self.spec = spec
+        self.name = "mineru-diffusion"
+        self.params_m = count_params_m(model)
+        self.mask_id = self.cfg.mask_token_id
+        self.stop_ids = text.stop_ids
+        vocab = self.cfg.text.vocab_size
+        bad = [i for i in (self.mask_id, *self.stop_ids, self.cfg.image_token_id) if not 0 <= i < vocab]
+        if bad:
+            raise ModelLoadError(f"special token ids {bad} lie outside the vocabulary of {vocab}")
+
+    # ---- protocol ----------------------------------------------------------------------------
+
+    def regions(self, page) -> list[Region]:
+        """The whole page, recognised as text (the two-stage layout parse is pipeline mode 'layout')."""
+        return [page_region(page.width, page.height, page.text)]
+
+    @torch.inference_mode()
+    def encode(self, page, regions: list[Region]) -> DiffusionContext:
+        if len(regions) != 1:
+            raise ValueError("MinerU-Diffusion decodes one region at a time")
+        region = regions[0]
+        vision = self.images(self.images.region_image(page.image, region))
+        ids = self.text.prompt_ids(region.prompt or TEXT_PROMPT, vision.n_tokens)
+        x = self.model.prompt_embeds(
+            torch.tensor(ids, device=self.device), vision.pixel_values.to(self.device), vision.grid_thw.to(self.device)
+        )
+        cache = self.model.prefill(x)
+        return DiffusionContext(cache=cache, prompt_len=len(ids), image_tokens=vision.n_tokens, image_size=vision.size)
+
+    def block_logits(self, ctx: DiffusionContext, block: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        _one_row(block)
+        return self.model.block_forward(ctx.cache, block, store=False).float()
+
+    def commit_block(self, ctx: DiffusionContext, block: torch.Tensor, rows: torch.Tensor) -> None:
+        _one_row(block)
+        self.model.block_forward(ctx.cache, block, store=True)
+
+    def token_text(self, token_id: int) -> str:
+        return self.text.token_text(token_id)
+
+    def detokenize(self, ids) -> str:
+        return self.text.detokenize(ids)
+
+    def token_boxes(self, page, region: Region, ctx, row: int, ids: list[int]):
+        """Not known: the model gives no token positions (None leaves token boxes empty)."""
+        return None
+
+
+def _one_row(block: torch.Tensor) -> None:
+    if block.shape[0] != 1:
+        raise ValueError("MinerU-Diffusion decodes one region at a time (batch of 1)")

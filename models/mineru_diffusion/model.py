@@ -1,0 +1,450 @@
+"""MinerU-Diffusion, natively: Qwen2-VL vision tower -> patch-merger projector -> SDAR decoder.
+
+Written from the public facts in REFERENCE.md section 1, so every forward the decoders make is ours
+(no remote code, no ``generate``). Module and parameter names follow the official state dict
+exactly, so ``load_state_dict(strict=True)`` maps the checkpoint one to one:
+
+- ``vision_model``: transformers' ``Qwen2VisionTransformerPretrainedModel`` with its ``merger``
+  replaced by identity (one 1280-d state per 14 x 14 patch; the last layer is used).
+- ``vision_abstractor.projection``: "patch_merger2x": LayerNorm ``ln_q`` -> 4 neighbouring patches
+  viewed as one 5120-d vector -> ``mlp.0`` -> GELU (erf) -> ``mlp.2`` to the decoder width.
+- ``language_model.model``: SDAR (Qwen3-style): per-head RMSNorm on q and k before RoPE, GQA,
+  SwiGLU, 1-D RoPE over plain ``arange`` positions with ``inv_freq`` computed on every call (never
+  stored: the transformers 5 trap of uninitialised buffers cannot happen), untied ``lm_head``.
+
+The decoder has no built-in causal mask: the caller passes one. The prompt is prefilled
+block-causally in blocks aligned to the END of the prompt; each generated block sees the prompt,
+all earlier blocks, and itself bidirectionally (:func:`sdar_mask`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mudiff_viz.errors import ModelLoadError
+
+
+# ---- configuration -------------------------------------------------------------------------------
+
+
+def _pick(cls, data: dict) -> dict:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+@dataclass
+class SDARConfig:
+    """The decoder (config.json ``text_config``, model_type "sdar"); defaults are the 2.5B model."""
+
+    vocab_size: int = 151936
+    hidden_size: int = 2048
+    intermediate_size: int = 6144
+    num_hidden_layers: int = 28
+    num_attention_heads: int = 16
+    num_key_value_heads: int = 8
+    head_dim: int = 128
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 1_000_000.0
+    hidden_act: str = "silu"
+    attention_bias: bool = False
+    tie_word_embeddings: bool = False
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SDARConfig":
+        cfg = cls(**_pick(cls, data))
+        if data.get("rope_scaling"):
+            raise ModelLoadError(f"text_config.rope_scaling={data['rope_scaling']!r} is not supported (plain RoPE only)")
+        if cfg.hidden_act != "silu" or cfg.attention_bias or cfg.tie_word_embeddings:
+            raise ModelLoadError("text_config must have hidden_act silu, no attention bias and an untied lm_head")
+        if cfg.num_attention_heads % cfg.num_key_value_heads:
+            raise ModelLoadError("text_config.num_attention_heads must be a multiple of num_key_value_heads")
+        return cfg
+
+
+@dataclass
+class VisionConfig:
+    """The Qwen2-VL vision tower (config.json ``vision_config``); defaults are the release's."""
+
+    depth: int = 32
+    embed_dim: int = 1280
+    num_heads: int = 16
+    mlp_ratio: float = 4
+    patch_size: int = 14
+    temporal_patch_size: int = 2
+    spatial_merge_size: int = 2
+    in_channels: int = 3
+    hidden_act: str = "quick_gelu"
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "VisionConfig":
+        if data.get("model_type", "qwen2_vl") != "qwen2_vl":
+            raise ModelLoadError(f"vision_config.model_type {data.get('model_type')!r} is not supported (qwen2_vl only)")
+        return cls(**_pick(cls, data))
+
+    def to_hf(self):
+        """The transformers config the reused vision tower is built from."""
+        from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLVisionConfig
+
+        cfg = Qwen2VLVisionConfig(
+            depth=self.depth,
+            embed_dim=self.embed_dim,
+            hidden_size=self.embed_dim,  # only the (removed) merger uses it
+            num_heads=self.num_heads,
+            mlp_ratio=self.mlp_ratio,
+            patch_size=self.patch_size,
+            temporal_patch_size=self.temporal_patch_size,
+            spatial_merge_size=self.spatial_merge_size,
+            in_channels=self.in_channels,
+            hidden_act=self.hidden_act,
+        )
+        cfg._attn_implementation = "sdpa"
+        return cfg
+
+
+@dataclass
+class MinerUDiffusionConfig:
+    """config.json of a MinerU-Diffusion checkpoint. Token ids have no defaults: they come from the file."""
+
+    text: SDARConfig
+    vision: VisionConfig
+    image_token_id: int
+    mask_token_id: int
+    vision_start_token_id: int | None = None
+    vision_end_token_id: int | None = None
+    projector_type: str = "patch_merger2x"
+    prefill_block: int = 32  # prompt blocks of the block-causal prefill (the release's block length)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "MinerUDiffusionConfig":
+        text = data.get("text_config") or data.get("language_model_config")
+        vision = data.get("vision_config") or data.get("vision_model_config")
+        if not isinstance(text, dict) or not isinstance(vision, dict):
+            raise ModelLoadError("config.json needs text_config (or language_model_config) and vision_config")
+        for key in ("image_token_id", "mask_token_id"):
+            if not isinstance(data.get(key), int):
+                raise ModelLoadError(f"config.json has no integer {key}")
+        projector = data.get("vision_projector_type", "patch_merger2x")
+        cfg = cls(
+            text=SDARConfig.from_dict(text),
+            vision=VisionConfig.from_dict(vision),
+            image_token_id=data["image_token_id"],
+            mask_token_id=data["mask_token_id"],
+            vision_start_token_id=data.get("vision_start_token_id"),
+            vision_end_token_id=data.get("vision_end_token_id"),
+            projector_type=projector,
+        )
+        if projector != f"patch_merger{cfg.vision.spatial_merge_size}x":
+            raise ModelLoadError(f"vision_projector_type {projector!r} is not supported (patch_merger2x only)")
+        return cfg
+
+    def expected_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Every state-dict key of the official checkpoint with its shape (REFERENCE.md section 1)."""
+        t, v = self.text, self.vision
+        e, p, tp = v.embed_dim, v.patch_size, v.temporal_patch_size
+        hidden_mlp = int(e * v.mlp_ratio)
+        merged = e * v.spatial_merge_size**2
+        shapes: dict[str, tuple[int, ...]] = {"vision_model.patch_embed.proj.weight": (e, v.in_channels, tp, p, p)}
+        for i in range(v.depth):
+            b = f"vision_model.blocks.{i}."
+            for norm in ("norm1", "norm2"):
+                shapes[b + f"{norm}.weight"] = shapes[b + f"{norm}.bias"] = (e,)
+            shapes.update({b + "attn.qkv.weight": (3 * e, e), b + "attn.qkv.bias": (3 * e,)})
+            shapes.update({b + "attn.proj.weight": (e, e), b + "attn.proj.bias": (e,)})
+            shapes.update({b + "mlp.fc1.weight": (hidden_mlp, e), b + "mlp.fc1.bias": (hidden_mlp,)})
+            shapes.update({b + "mlp.fc2.weight": (e, hidden_mlp), b + "mlp.fc2.bias": (e,)})
+        a = "vision_abstractor.projection."
+        shapes.update({a + "ln_q.weight": (e,), a + "ln_q.bias": (e,)})
+        shapes.update({a + "mlp.0.weight": (merged, merged), a + "mlp.0.bias": (merged,)})
+        shapes.update({a + "mlp.2.weight": (t.hidden_size, merged), a + "mlp.2.bias": (t.hidden_size,)})
+        h, d, q_out, kv_out = t.hidden_size, t.head_dim, t.num_attention_heads * t.head_dim, t.num_key_value_heads * t.head_dim
+        shapes["language_model.model.embed_tokens.weight"] = (t.vocab_size, h)
+        for i in range(t.num_hidden_layers):
+            b = f"language_model.model.layers.{i}."
+            shapes.update({b + "self_attn.q_proj.weight": (q_out, h), b + "self_attn.o_proj.weight": (h, q_out)})
+            shapes.update({b + "self_attn.k_proj.weight": (kv_out, h), b + "self_attn.v_proj.weight": (kv_out, h)})
+            shapes.update({b + "self_attn.q_norm.weight": (d,), b + "self_attn.k_norm.weight": (d,)})
+            shapes.update({b + "mlp.gate_proj.weight": (t.intermediate_size, h), b + "mlp.up_proj.weight": (t.intermediate_size, h)})
+            shapes[b + "mlp.down_proj.weight"] = (h, t.intermediate_size)
+            shapes[b + "input_layernorm.weight"] = shapes[b + "post_attention_layernorm.weight"] = (h,)
+        shapes["language_model.model.norm.weight"] = (h,)
+        shapes["language_model.lm_head.weight"] = (t.vocab_size, h)
+        return shapes
+
+
+# ---- attention masks and positions ---------------------------------------------------------------
+
+
+def sdar_mask(prompt_len: int, gen_len: int = 0, prefill_block: int = 32, gen_block: int = 32, device=None) -> torch.Tensor:
+    """(N, N) bool, True where query row may attend key column, for a prompt plus generated blocks.
+
+    Prompt blocks of ``prefill_block`` are aligned to the end of the prompt (the first one may be
+    short) and attend block-causally; generated blocks of ``gen_block`` see the whole prompt, all
+    earlier generated blocks and themselves.
+    """
+    pad = (-prompt_len) % prefill_block
+    prompt_ids = (torch.arange(prompt_len, device=device) + pad) // prefill_block
+    n_prompt_blocks = (prompt_len + pad) // prefill_block
+    gen_ids = n_prompt_blocks + torch.arange(gen_len, device=device) // gen_block
+    ids = torch.cat([prompt_ids, gen_ids])
+    return ids[None, :] <= ids[:, None]
+
+
+def rope(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin (N, head_dim) in float32 for integer positions; inv_freq computed here, every call."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim))
+    angles = positions.float()[:, None] * inv_freq[None, :]
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos(), angles.sin()
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return (x.float() * cos + rotated.float() * sin).to(x.dtype)
+
+
+# ---- decoder -------------------------------------------------------------------------------------
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: SDARConfig) -> None:
+        super().__init__()
+        self.n_heads, self.n_kv, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.q_proj = nn.Linear(cfg.hidden_size, self.n_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(cfg.hidden_size, self.n_kv * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(cfg.hidden_size, self.n_kv * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(self.n_heads * self.head_dim, cfg.hidden_size, bias=False)
+        self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
+        self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
+
+    def forward(self, x, cos, sin, past: tuple[torch.Tensor, torch.Tensor] | None, mask: torch.Tensor | None):
+        """Returns the output and this chunk's (k, v) after RoPE, (B, kv_heads, N, head_dim)."""
+        b, n, _ = x.shape
+        q = self.q_norm(self.q_proj(x).view(b, n, self.n_heads, self.head_dim)).transpose(1, 2)
+        k = self.k_norm(self.k_proj(x).view(b, n, self.n_kv, self.head_dim)).transpose(1, 2)
+        v = self.v_proj(x).view(b, n, self.n_kv, self.head_dim).transpose(1, 2)
+        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        keys, values = (k, v) if past is None else (torch.cat([past[0], k], 2), torch.cat([past[1], v], 2))
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=self.n_kv != self.n_heads)
+        return self.o_proj(out.transpose(1, 2).reshape(b, n, -1)), (k, v)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: SDARConfig) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: SDARConfig) -> None:
+        super().__init__()
+        self.self_attn = Attention(cfg)
+        self.mlp = MLP(cfg)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    def forward(self, x, cos, sin, past, mask):
+        attn, kv = self.self_attn(self.input_layernorm(x), cos, sin, past, mask)
+        x = x + attn
+        return x + self.mlp(self.post_attention_layernorm(x)), kv
+
+
+class KVCache:
+    """Per-layer keys/values of everything committed so far (prompt + finished blocks).
+
+    ``past()`` hands the filled part to a forward; ``store()`` appends a chunk. Capacity doubles
+    when full, so appending a block does not copy the whole cache each time.
+    """
+
+    def __init__(self, n_layers: int) -> None:
+        self.k: list[torch.Tensor | None] = [None] * n_layers
+        self.v: list[torch.Tensor | None] = [None] * n_layers
+        self.length = 0
+
+    def past(self, layer: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        if self.length == 0:
+            return None
+        return self.k[layer][:, :, : self.length], self.v[layer][:, :, : self.length]
+
+    def store(self, new_kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        n = new_kv[0][0].shape[2]
+        end = self.length + n
+        for layer, (k, v) in enumerate(new_kv):
+            if self.k[layer] is None or self.k[layer].shape[2] < end:
+                cap = max(end, 2 * (self.k[layer].shape[2] if self.k[layer] is not None else 0))
+                grown_k = k.new_empty(k.shape[0], k.shape[1], cap, k.shape[3])
+                grown_v = v.new_empty(grown_k.shape)
+                if self.length:
+                    grown_k[:, :, : self.length] = self.k[layer][:, :, : self.length]
+                    grown_v[:, :, : self.length] = self.v[layer][:, :, : self.length]
+                self.k[layer], self.v[layer] = grown_k, grown_v
+            self.k[layer][:, :, self.length : end] = k
+            self.v[layer][:, :, self.length : end] = v
+        self.length = end
+
+
+class SDARModel(nn.Module):
+    def __init__(self, cfg: SDARConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList([DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers)])
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None, mask: torch.Tensor | None, store: bool):
+        """Hidden states (B, N, H) for input embeddings ``x`` at ``positions``.
+
+        Attends to ``cache`` (if any) plus ``x``; ``mask`` is (N, past + N) bool or None (= see all).
+        ``store`` appends this chunk's keys/values to the cache.
+        """
+        cos, sin = rope(positions, self.cfg.head_dim, self.cfg.rope_theta)
+        new_kv = []
+        for i, layer in enumerate(self.layers):
+            x, kv = layer(x, cos, sin, cache.past(i) if cache is not None else None, mask)
+            new_kv.append(kv)
+        if store:
+            if cache is None:
+                raise ValueError("store=True needs a cache")
+            cache.store(new_kv)
+        return self.norm(x)
+
+
+class SDARForDiffusion(nn.Module):
+    def __init__(self, cfg: SDARConfig) -> None:
+        super().__init__()
+        self.model = SDARModel(cfg)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+
+
+# ---- vision --------------------------------------------------------------------------------------
+
+
+class PatchMerger2x(nn.Module):
+    """ln_q -> 2 x 2 neighbouring patches as one vector -> Linear -> GELU (erf) -> Linear."""
+
+    def __init__(self, embed_dim: int, out_dim: int, merge: int = 2) -> None:
+        super().__init__()
+        self.merged = embed_dim * merge * merge
+        self.ln_q = nn.LayerNorm(embed_dim, eps=1e-6)
+        self.mlp = nn.Sequential(nn.Linear(self.merged, self.merged), nn.GELU(), nn.Linear(self.merged, out_dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.ln_q(x).view(-1, self.merged))
+
+
+class VisionAbstractor(nn.Module):
+    def __init__(self, cfg: MinerUDiffusionConfig) -> None:
+        super().__init__()
+        self.projection = PatchMerger2x(cfg.vision.embed_dim, cfg.text.hidden_size, cfg.vision.spatial_merge_size)
+
+
+def build_vision_tower(cfg: VisionConfig) -> nn.Module:
+    """transformers' Qwen2-VL ViT with the merger removed (the projector replaces it)."""
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VisionTransformerPretrainedModel
+
+    tower = Qwen2VisionTransformerPretrainedModel(cfg.to_hf())
+    tower.merger = nn.Identity()
+    return tower
+
+
+def reset_vision_rope(tower: nn.Module, cfg: VisionConfig, device: torch.device) -> None:
+    """Recompute the ViT's non-persistent RoPE buffer (left uninitialised by meta-device loading)."""
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLVisionRotaryEmbedding
+
+    tower.rotary_pos_emb = Qwen2VLVisionRotaryEmbedding(cfg.to_hf()).to(device)
+
+
+# ---- the whole model -----------------------------------------------------------------------------
+
+
+class MinerUDiffusion(nn.Module):
+    def __init__(self, cfg: MinerUDiffusionConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.vision_model = build_vision_tower(cfg.vision)
+        self.vision_abstractor = VisionAbstractor(cfg)
+        self.language_model = SDARForDiffusion(cfg.text)
+
+    @property
+    def decoder(self) -> SDARModel:
+        return self.language_model.model
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.decoder.embed_tokens(ids)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.language_model.lm_head(hidden)
+
+    def image_features(self, pixel_values: torch.Tensor, grid_thw: torch.Tensor) -> torch.Tensor:
+        """(n_image_tokens, hidden): last ViT layer -> patch-merger projector."""
+        dtype = self.vision_abstractor.projection.ln_q.weight.dtype
+        out = self.vision_model(pixel_values.to(dtype), grid_thw=grid_thw)
+        return self.vision_abstractor.projection(out.last_hidden_state)
+
+    def prompt_embeds(self, ids: torch.Tensor, pixel_values: torch.Tensor, grid_thw: torch.Tensor) -> torch.Tensor:
+        """(1, P, hidden) prompt embeddings with the image features at the ``<|image_pad|>`` slots."""
+        x = self.embed(ids[None])
+        slots = ids == self.cfg.image_token_id
+        feats = self.image_features(pixel_values, grid_thw)
+        if int(slots.sum()) != feats.shape[0]:
+            raise ValueError(f"{int(slots.sum())} image slots but {feats.shape[0]} image features")
+        x[0, slots] = feats.to(x.dtype)
+        return x
+
+    def prefill(self, x: torch.Tensor) -> KVCache:
+        """Block-causal prefill of the prompt embeddings (1, P, H) into a fresh cache."""
+        p = x.shape[1]
+        cache = KVCache(len(self.decoder.layers))
+        mask = sdar_mask(p, 0, self.cfg.prefill_block, device=x.device)
+        self.decoder(x, torch.arange(p, device=x.device), cache, mask, store=True)
+        return cache
+
+    def block_forward(self, cache: KVCache, block_ids: torch.Tensor, store: bool) -> torch.Tensor | None:
+        """Logits (1, L, V) of a block that sees the whole cache and itself (no mask needed).
+
+        ``store=True`` is the commit pass: it appends the block's keys/values and skips the lm_head.
+        """
+        n = block_ids.shape[1]
+        positions = torch.arange(cache.length, cache.length + n, device=block_ids.device)
+        hidden = self.decoder(self.embed(block_ids), positions, cache, None, store)
+        return None if store else self.logits(hidden)
+
+
+def count_params_m(model: nn.Module) -> float:
+    return round(sum(p.numel() for p in model.parameters()) / 1e6, 1)
+
+
+def from_state_dict(cfg: MinerUDiffusionConfig, state: dict[str, torch.Tensor], device: torch.device) -> MinerUDiffusion:
+    """The model built on the meta device and given the checkpoint's tensors (no random init, no copy).
+
+    Keys are checked by the caller; the ViT's RoPE buffer (not in the checkpoint) is recomputed.
+    """
+    with torch.device("meta"):
+        model = MinerUDiffusion(cfg)
+    model.load_state_dict(state, strict=True, assign=True)
+    reset_vision_rope(model.vision_model, cfg.vision, device)
+    left = [n for n, t in list(model.named_parameters()) + list(model.named_buffers()) if t.is_meta]
+    if left:
+        raise ModelLoadError(f"tensors left uninitialised after loading: {', '.join(left[:5])}")
+    return model.eval()
