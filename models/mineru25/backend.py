@@ -1,0 +1,148 @@
+"""MinerU2.5 (Qwen2-VL, autoregressive) behind the AR-backend protocol: the baseline for the diffusion model.
+
+Loaded with transformers' concrete ``Qwen2VLForConditionalGeneration`` from local safetensors only
+(no Auto* classes, no remote code). The key check is strict: only a tied ``lm_head`` may be absent
+from the files. Prompts, chat template and pixel budget are the same shared code as the diffusion
+backend, so both models see the same input. M-RoPE positions are computed once from the prompt and
+then advanced explicitly, so no decoding state hides inside the shared model object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from models.base import Region
+from models.mineru_common.checkpoint import read_json, weight_files
+from models.mineru_common.imaging import ImagePreprocessor
+from models.mineru_common.tasks import TEXT_PROMPT, page_region
+from models.mineru_common.text import ChatText
+from mudiff_viz.errors import ModelLoadError
+
+LM_HEAD = "lm_head.weight"
+
+
+@dataclass
+class ARContext:
+    cache: object  # transformers DynamicCache
+    length: int  # tokens in the cache
+    rope_delta: torch.Tensor  # (1, 1): M-RoPE offset of text positions after the image
+    first_logits: torch.Tensor  # (1, V)
+
+
+class MinerU25Backend:
+    one_region_at_a_time = True
+    supports_layout = True
+    max_answer = None
+
+    def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None) -> None:
+        model_dir = Path(model_dir)
+        config = read_json(model_dir / "config.json")
+        if config.get("model_type") != "qwen2_vl":
+            raise ModelLoadError(f"{model_dir}: model_type {config.get('model_type')!r} is not qwen2_vl")
+        self.device = torch.device(device)
+        dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        self.text = ChatText(model_dir, config)
+        vision_cfg = config.get("vision_config") or {}
+        self.images = ImagePreprocessor.from_dir(
+            model_dir,
+            int(vision_cfg.get("patch_size", 14)),
+            int(vision_cfg.get("temporal_patch_size", 2)),
+            int(vision_cfg.get("spatial_merge_size", 2)),
+        )
+        weight_files(model_dir)  # safetensors present (pickles are refused) before transformers looks
+        self.model = _load(model_dir, config, dtype).to(self.device).eval()
+        self.spec = spec or str(model_dir)
+        self.name = "mineru2.5"
+        self.params_m = round(sum(p.numel() for p in self.model.parameters()) / 1e6, 1)
+        self.stop_ids = self.text.stop_ids
+
+    def regions(self, page) -> list[Region]:
+        return [page_region(page.width, page.height, page.text)]
+
+    @torch.inference_mode()
+    def encode(self, page, regions: list[Region]) -> ARContext:
+        if len(regions) != 1:
+            raise ValueError("MinerU2.5 decodes one region at a time")
+        region = regions[0]
+        vision = self.images(self.images.region_image(page.image, region))
+        ids = self.text.prompt_ids(region.prompt or TEXT_PROMPT, vision.n_tokens)
+        input_ids = torch.tensor([ids], device=self.device)
+        grid = vision.grid_thw.to(self.device)
+        kinds = (input_ids == self.text.ids.image_pad).int()
+        positions, delta = self.model.model.get_rope_index(input_ids, mm_token_type_ids=kinds, image_grid_thw=grid)
+        out = self.model(
+            input_ids=input_ids,
+            pixel_values=vision.pixel_values.to(self.device),
+            image_grid_thw=grid,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        return ARContext(cache=out.cache, length=len(ids), rope_delta=delta, first_logits=out.logits[:, -1].float())
+
+    def first_logits(self, ctx: ARContext) -> torch.Tensor:
+        return ctx.first_logits
+
+    def next_logits(self, ctx: ARContext, tokens: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        if tokens.shape[0] != 1:
+            raise ValueError("MinerU2.5 decodes one region at a time (batch of 1)")
+        pos = (ctx.rope_delta + ctx.length).view(1, 1, 1).expand(3, 1, 1).to(self.device)
+        out = self.model(input_ids=tokens[:, None], position_ids=pos, cache=ctx.cache, use_cache=True)
+        ctx.cache = out.cache
+        ctx.length += 1
+        return out.logits[:, -1].float()
+
+    def token_text(self, token_id: int) -> str:
+        return self.text.token_text(token_id)
+
+    def detokenize(self, ids) -> str:
+        return self.text.detokenize(ids)
+
+    def token_boxes(self, page, region: Region, ctx, row: int, ids: list[int]):
+        return None
+
+
+def _tied(config: dict) -> bool:
+    text = config.get("text_config") or {}
+    return bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
+
+
+def _load(model_dir: Path, config: dict, dtype: torch.dtype):
+    """The concrete transformers class from local safetensors, with a strict key report."""
+    from transformers import Qwen2VLForConditionalGeneration
+    from transformers.utils import logging as hf_logging
+
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # keep the CLI's stderr to its summary line
+    try:
+        model, info = Qwen2VLForConditionalGeneration.from_pretrained(
+            str(model_dir),
+            local_files_only=True,
+            use_safetensors=True,
+            dtype=dtype,
+            attn_implementation="sdpa",
+            output_loading_info=True,
+        )
+    except Exception as exc:
+        raise ModelLoadError(f"cannot load {model_dir.name} as Qwen2-VL: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
+    tied = _tied(config)
+    missing = [k for k in info.get("missing_keys", []) if not (tied and k == LM_HEAD)]
+    problems = []
+    if missing:
+        problems.append("missing keys: " + ", ".join(sorted(missing)[:6]))
+    if info.get("unexpected_keys"):
+        problems.append("unexpected keys: " + ", ".join(sorted(info["unexpected_keys"])[:6]))
+    if info.get("mismatched_keys"):
+        problems.append("wrong shapes: " + ", ".join(str(m[0] if isinstance(m, tuple) else m) for m in info["mismatched_keys"][:3]))
+    if problems:
+        raise ModelLoadError(f"checkpoint {model_dir.name} does not match its config: " + "; ".join(problems))
+    embed = model.get_input_embeddings().weight
+    if tied and model.lm_head.weight.data_ptr() != embed.data_ptr():
+        model.lm_head.weight = embed  # tie explicitly if transformers did not
+    return model
