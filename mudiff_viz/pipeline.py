@@ -13,6 +13,7 @@ from .pages import Page
 from .trace import Trace
 
 DECODERS = ("diffusion", "ar")
+MODES = ("page", "layout")  # layout: the two-stage parse of the MinerU models (mudiff_viz.two_stage)
 
 
 def make_params(decoder: str, limits: Limits | None = None, **knobs) -> DiffusionParams | ARParams:
@@ -36,10 +37,17 @@ def decode_page(
     params: DiffusionParams | ARParams | None = None,
     progress: Callable[[int, int], None] | None = None,
     backend=None,
+    mode: str = "page",
 ) -> Trace:
-    """Decode a loaded page with the given model and decoder."""
+    """Decode a loaded page with the given model and decoder.
+
+    ``mode`` "page" decodes the model's own regions (text lines for nano, the whole page for the
+    real models); "layout" runs layout detection, then recognition per detected block.
+    """
     if decoder not in DECODERS:
         raise UserInputError(f"decoder must be one of {', '.join(DECODERS)}, got {decoder!r}")
+    if mode not in MODES:
+        raise UserInputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if backend is None:
         from models.registry import load_backend
 
@@ -48,9 +56,16 @@ def decode_page(
     cap = getattr(backend, "max_answer", None)  # e.g. one text line for the nano models
     if cap and params.max_new_tokens > cap:
         params = replace(params, max_new_tokens=cap)
+    decode = decode_diffusion if decoder == "diffusion" else decode_autoregressive
+    if mode == "layout":
+        from .two_stage import decode_two_stage
+
+        return decode_two_stage(backend, page, decode, params, progress)
     regions = backend.regions(page)
     if not regions:
         raise UserInputError("no text found on the page")
-    if decoder == "diffusion":
-        return decode_diffusion(backend, page, regions, params, progress)
-    return decode_autoregressive(backend, page, regions, params, progress)
+    if getattr(backend, "one_region_at_a_time", False) and len(regions) > 1:
+        from .sequential import decode_sequential
+
+        return decode_sequential(backend, page, regions, decode, params, progress)
+    return decode(backend, page, regions, params, progress)

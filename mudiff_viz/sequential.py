@@ -1,0 +1,129 @@
+"""Decode regions one at a time and merge the per-region traces into one Trace.
+
+The real models decode a batch of one (a page or one layout block). Each region then has its own
+clock, times and region index 0; merging puts them on one shared clock, back to back: forward
+indices (``nfe``) and times are offset by everything decoded before, region indices by the
+regions before, and the metrics are summed. The result passes ``trace.check_invariants``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Callable, Sequence
+
+from .metrics import cer
+from .trace import RegionRecord, StepRecord, Trace, rnd
+
+Decode = Callable  # decode_diffusion or decode_autoregressive: (backend, page, regions, params, progress) -> Trace
+SUMMED = ("nfe", "commit_passes", "batched_forwards", "tokens", "wall_s", "prefill_s", "decode_s")
+
+
+def decode_sequential(
+    backend,
+    page,
+    regions: Sequence,
+    decode: Decode,
+    params,
+    progress: Callable[[int, int], None] | None = None,
+    before: Sequence[Trace] = (),
+    extra_params: dict | None = None,
+) -> Trace:
+    """Decode ``regions`` one by one (skipping those marked ``meta['skip']``) after the ``before`` traces.
+
+    The decode time limit (``params.max_seconds``) covers the whole sequence: later regions get
+    what is left, and regions reached after it ran out are kept undecoded.
+    """
+    start = time.perf_counter() - sum(t.metrics.get("wall_s", 0.0) for t in before)
+    parts: list[Trace | RegionRecord] = list(before)
+    truncated = None
+    for i, region in enumerate(regions):
+        if region.meta.get("skip"):
+            parts.append(placeholder(region))
+            continue
+        left = None
+        if params.max_seconds is not None:
+            left = params.max_seconds - (time.perf_counter() - start)
+            if left <= 0:
+                truncated = f"time limit of {params.max_seconds:.0f} s"
+                parts.append(placeholder(region))
+                continue
+        parts.append(decode(backend, page, [region], replace(params, max_seconds=left), None))
+        if progress:
+            progress(i + 1, len(regions))
+    if not any(isinstance(p, Trace) for p in parts):
+        raise ValueError("nothing was decoded")
+    return merge_traces(parts, extra_params=extra_params, truncated=truncated)
+
+
+def placeholder(region) -> RegionRecord:
+    """An undecoded region (a picture, or past the time limit): its box and kind, no tokens."""
+    return RegionRecord(bbox=[round(v, 1) for v in region.bbox], text="", tokens=[], kind=region.kind)
+
+
+def clock_length(trace: Trace) -> int:
+    """Forward indices a trace occupies on its clock (from steps and from token commits)."""
+    last = max((s.nfe for s in trace.steps), default=-1)
+    last = max([last] + [t.commit_step for r in trace.regions for t in r.tokens])
+    return last + 1
+
+
+def merge_traces(parts: Sequence[Trace | RegionRecord], extra_params: dict | None = None, truncated: str | None = None) -> Trace:
+    """One Trace from per-region traces (and undecoded regions), decoded back to back."""
+    traces = [p for p in parts if isinstance(p, Trace)]
+    first = traces[0]
+    regions: list[RegionRecord] = []
+    steps: list[StepRecord] = []
+    vocab: dict[str, str] = {}
+    sums = dict.fromkeys(SUMMED, 0.0)
+    clock_off, time_off = 0, 0.0
+    reasons = [truncated] if truncated else []
+    for part in parts:
+        if isinstance(part, RegionRecord):
+            regions.append(part)
+            continue
+        region_off = len(regions)
+        for s in part.steps:
+            steps.append(replace(s, nfe=s.nfe + clock_off, region=s.region + region_off, time_s=rnd(s.time_s + time_off)))
+        for r in part.regions:
+            tokens = [
+                replace(t, commit_step=t.commit_step + clock_off, commit_time_s=rnd(t.commit_time_s + time_off))
+                for t in r.tokens
+            ]
+            regions.append(replace(r, tokens=tokens))
+        vocab.update(part.vocab)
+        for key in SUMMED:
+            sums[key] += part.metrics.get(key, 0)
+        if part.metrics.get("truncated"):
+            reasons.append(part.metrics["truncated"])
+        clock_off += clock_length(part)
+        time_off += part.metrics.get("wall_s", 0.0)
+    content = [r for r in regions if r.kind != "layout"] or regions
+    text = "\n".join(r.text for r in content)
+    gt_text = "\n".join(r.gt_text for r in content) if all(r.gt_text is not None for r in content) else None
+    n_tokens = int(sums["tokens"])
+    metrics = {key: (int(sums[key]) if key in ("nfe", "commit_passes", "batched_forwards", "tokens") else rnd(sums[key])) for key in SUMMED}
+    metrics.update(
+        text_chars=len(text),
+        tokens_per_forward=rnd(n_tokens / metrics["nfe"]) if metrics["nfe"] else 0.0,
+        time_to_first_token_s=rnd(min((t.commit_time_s for r in regions for t in r.tokens), default=0.0)),
+        regions_decoded=len(traces),
+    )
+    if gt_text is not None:
+        metrics["cer"] = rnd(cer(text, gt_text))
+    if reasons:
+        metrics["truncated"] = "; ".join(dict.fromkeys(reasons))
+    params = {**first.params, "n_regions": len(regions), **(extra_params or {})}
+    return Trace(
+        decoder=first.decoder,
+        model=first.model,
+        params=params,
+        page=first.page,
+        text=text,
+        metrics=metrics,
+        regions=regions,
+        steps=steps,
+        gt_text=gt_text,
+        vocab=vocab,
+    )
+

@@ -1,0 +1,33 @@
+"""The two-stage page parse the MinerU models are used for: layout detection, then recognition per block.
+
+Stage 1 decodes the whole page with the layout prompt; its answer is parsed into regions
+(mudiff_viz.layout). Stage 2 decodes each block with the prompt for its type. Both stages land in
+one Trace: region 0 is the layout pass (kind "layout"), then one region per detected block with its
+page box and type, so the app can draw the boxes and replay both stages on one clock.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from models.mineru_common.tasks import layout_region
+
+from .errors import UserInputError
+from .layout import parse_layout
+from .pages import Page
+from .sequential import Decode, decode_sequential, merge_traces
+from .trace import Trace
+
+
+def decode_two_stage(backend, page: Page, decode: Decode, params, progress: Callable[[int, int], None] | None = None) -> Trace:
+    """Layout pass, then recognition of every detected block; one merged Trace."""
+    if not getattr(backend, "supports_layout", False):
+        raise UserInputError(f"layout mode needs a MinerU model; {getattr(backend, 'name', 'this model')} has no layout prompt")
+    layout_trace = decode(backend, page, [layout_region(page.width, page.height)], params, None)
+    blocks = parse_layout(layout_trace.regions[0].text, page.width, page.height)
+    if not blocks:
+        return merge_traces([layout_trace], extra_params={"mode": "layout", "layout_blocks": 0})
+    return decode_sequential(
+        backend, page, blocks, decode, params, progress, before=[layout_trace],
+        extra_params={"mode": "layout", "layout_blocks": len(blocks)},
+    )
