@@ -1,0 +1,130 @@
+"""GPU check: the full-size MinerU-Diffusion architecture with random bf16 weights, decoding a page.
+
+Reports per-forward time, tokens per second and the overhead of recording every step (recording
+on vs off, same run, same page, same settings) as JSON. Random weights say nothing about accuracy,
+and little about tokens per forward (a random model is rarely confident, so blocks take close to
+``steps`` forwards); the per-forward cost and the recording overhead are what it measures.
+
+  python scripts/gpu_check.py --out gpu.json                # CUDA, full size (2.7B), bf16
+  python scripts/gpu_check.py --tiny --out tiny.json        # CPU smoke run of the same path
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from models.mineru_common.imaging import ImagePreprocessor  # noqa: E402
+from models.mineru_common.standin import write_standin_tokenizer  # noqa: E402
+from models.mineru_common.text import ChatText  # noqa: E402
+from models.mineru_diffusion.backend import MinerUDiffusionBackend, dtype_for  # noqa: E402
+from models.mineru_diffusion.model import MinerUDiffusion, MinerUDiffusionConfig, SDARConfig, VisionConfig  # noqa: E402
+from mudiff_viz.decoding.diffusion import DiffusionParams  # noqa: E402
+from mudiff_viz.pages import load_page  # noqa: E402
+from mudiff_viz.pipeline import decode_page  # noqa: E402
+
+TINY_TEXT = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+TINY_VISION = dict(depth=1, embed_dim=32, num_heads=2, mlp_ratio=2)
+
+
+def build_backend(tiny: bool, device: torch.device, workdir: Path) -> MinerUDiffusionBackend:
+    """Random weights in the real architecture (full size unless tiny), behind the real backend."""
+    ids = write_standin_tokenizer(workdir)
+    text_cfg = SDARConfig(**TINY_TEXT, vocab_size=ids["vocab"]) if tiny else SDARConfig()
+    cfg = MinerUDiffusionConfig(
+        text=text_cfg,
+        vision=VisionConfig(**TINY_VISION) if tiny else VisionConfig(),
+        image_token_id=ids["<|image_pad|>"],
+        mask_token_id=ids["<|MASK|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+    )
+    config_json = {"image_token_id": cfg.image_token_id, "mask_token_id": cfg.mask_token_id}
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = MinerUDiffusion(cfg)
+    model = model.to(dtype_for(device)).eval()
+    budget = {"max_pixels": 28 * 28 * 64} if tiny else None  # tiny: keep the CPU smoke run small
+    images = ImagePreprocessor(budget, cfg.vision.patch_size, cfg.vision.temporal_patch_size, cfg.vision.spatial_merge_size)
+    backend = MinerUDiffusionBackend.from_parts(model, ChatText(workdir, config_json), images, spec="random-weights")
+    backend.stop_ids = frozenset()  # decode exactly the requested blocks
+    return backend
+
+
+def run(backend, page, blocks: int, record: bool) -> dict:
+    params = DiffusionParams(max_new_tokens=32 * blocks, record=record, max_seconds=None)
+    sync = torch.cuda.synchronize if backend.device.type == "cuda" else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    trace = decode_page(page, decoder="diffusion", params=params, backend=backend)
+    sync()
+    wall = time.perf_counter() - t0
+    m = trace.metrics
+    decode_s = max(1e-9, m["decode_s"])
+    return {
+        "wall_s": round(wall, 4),
+        "prefill_s": m["prefill_s"],
+        "decode_s": m["decode_s"],
+        "forwards": m["batched_forwards"],
+        "per_forward_ms": round(1000 * decode_s / m["batched_forwards"], 3),
+        "tokens": m["tokens"],
+        "tokens_per_s": round(m["tokens"] / decode_s, 2),
+        "tokens_per_forward": m["tokens_per_forward"],
+        "steps_recorded": len(trace.steps),
+        "trace_bytes": len(trace.to_json()),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="JSON report to write")
+    ap.add_argument("--tiny", action="store_true", help="tiny random model (runs on CPU in seconds)")
+    ap.add_argument("--device", default=None, help="cuda (default when present) or cpu")
+    ap.add_argument("--blocks", type=int, default=4, help="32-token blocks to decode per run")
+    ap.add_argument("--repeats", type=int, default=2, help="runs per recording mode (best is reported)")
+    ap.add_argument("--page", default=str(ROOT / "assets" / "samples" / "scan-times.jpg"))
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() and not args.tiny else "cpu"))
+    page = load_page(args.page)
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        backend = build_backend(args.tiny, device, Path(tmp))
+        build_s = time.perf_counter() - t0
+        run(backend, page, 1, True)  # warm-up (kernels, allocator)
+        results = {True: [], False: []}
+        for _ in range(args.repeats):
+            for record in (True, False):
+                results[record].append(run(backend, page, args.blocks, record))
+    best = {k: min(v, key=lambda r: r["decode_s"]) for k, v in results.items()}
+    report = {
+        "device": device.type,
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "dtype": str(dtype_for(device)).replace("torch.", ""),
+        "tiny": args.tiny,
+        "params_m": backend.params_m,
+        "build_s": round(build_s, 2),
+        "page": Path(args.page).name,
+        "blocks": args.blocks,
+        "record_on": best[True],
+        "record_off": best[False],
+        "recording_overhead": round(best[True]["decode_s"] / max(1e-9, best[False]["decode_s"]) - 1, 4),
+        "peak_gpu_mem_gb": round(torch.cuda.max_memory_allocated(device) / 2**30, 2) if device.type == "cuda" else None,
+        "note": "random weights: timing only, no accuracy; tokens/forward of a random model is near 1",
+    }
+    Path(args.out).write_text(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,477 @@
+"""The real-model loaders, exercised with tiny random checkpoints written here in the official layout.
+
+No network and no real weights: each checkpoint directory holds config.json (with ``auto_map`` and
+``model_type`` as released), sharded safetensors with an index, a tokenizer built with the
+``tokenizers`` library whose special-token ids differ from the real ones, preprocessor_config.json
+and chat_template.jinja. They load through the user's path (``models.registry.load_backend``).
+State-dict names are spelled out below from REFERENCE.md, independently of the model code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image, ImageDraw
+from safetensors.torch import save_file
+
+from models import registry
+from models.mineru_diffusion.model import MinerUDiffusion, sdar_mask
+from mudiff_viz.decoding.autoregressive import ARParams
+from mudiff_viz.decoding.diffusion import DiffusionParams
+from mudiff_viz.errors import ModelLoadError
+from mudiff_viz.layout import parse_layout
+from mudiff_viz.pages import load_page
+from mudiff_viz.pipeline import decode_page
+from mudiff_viz.trace import Trace, check_invariants
+
+torch.set_num_threads(1)
+ROOT = Path(__file__).resolve().parent.parent
+
+SPECIALS = [  # trained first: ids 0..11, far from the real 151643..151669
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
+    "<|video_pad|>", "<|box_start|>", "<|box_end|>", "<|ref_start|>", "<|ref_end|>", "<|rotate_up|>", "<|MASK|>",
+]
+QWEN2VL_TEMPLATE = """{% set image_count = namespace(value=0) %}{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system
+You are a helpful assistant.<|im_end|>
+{% endif %}<|im_start|>{{ message['role'] }}
+{% if message['content'] is string %}{{ message['content'] }}<|im_end|>
+{% else %}{% for content in message['content'] %}{% if content['type'] == 'image' or 'image' in content %}{% set image_count.value = image_count.value + 1 %}{% if add_vision_id %}Picture {{ image_count.value }}: {% endif %}<|vision_start|><|image_pad|><|vision_end|>{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>
+{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
+CLIP_MEAN, CLIP_STD = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
+VISION = {  # tiny Qwen2-VL ViT: real patch geometry, tiny width
+    "model_type": "qwen2_vl", "depth": 1, "embed_dim": 32, "hidden_size": 64, "num_heads": 2, "mlp_ratio": 2,
+    "patch_size": 14, "temporal_patch_size": 2, "spatial_merge_size": 2, "in_channels": 3, "hidden_act": "quick_gelu",
+}
+TEXT = {  # tiny SDAR: GQA 4 heads / 2 KV heads
+    "model_type": "sdar", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "hidden_act": "silu",
+    "attention_bias": False, "tie_word_embeddings": False, "max_position_embeddings": 32768,
+}
+
+
+# ---- checkpoint writers ----------------------------------------------------------------------------
+
+
+def write_tokenizer_files(out: Path) -> dict[str, int]:
+    """A byte-level BPE tokenizer.json + tokenizer_config.json + chat_template.jinja; returns special ids."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=330, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    corpus = ["Text Recognition: the quick brown fox jumps over the lazy dog", "Layout Detection: table title text"] * 20
+    tok.train_from_iterator(corpus, trainer)
+    tok.save(str(out / "tokenizer.json"))
+    ids = {s: tok.token_to_id(s) for s in SPECIALS}
+    (out / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "Qwen2Tokenizer", "model_max_length": 32768, "eos_token": "<|im_end|>",
+        "added_tokens_decoder": {str(i): {"content": s, "special": True} for s, i in ids.items()},
+    }))
+    (out / "chat_template.jinja").write_text(QWEN2VL_TEMPLATE)
+    (out / "preprocessor_config.json").write_text(json.dumps({
+        "image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 3136, "max_pixels": 28 * 28 * 48,
+        "patch_size": 14, "temporal_patch_size": 2, "merge_size": 2, "image_mean": CLIP_MEAN, "image_std": CLIP_STD,
+    }))
+    ids["vocab"] = tok.get_vocab_size()
+    return ids
+
+
+def diffusion_state(vocab: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """Random tensors under the official key names (REFERENCE.md section 1), in bfloat16 like the release."""
+    e, h, d = VISION["embed_dim"], TEXT["hidden_size"], TEXT["head_dim"]
+    m, inter = int(e * VISION["mlp_ratio"]), TEXT["intermediate_size"]
+    q, kv = TEXT["num_attention_heads"] * d, TEXT["num_key_value_heads"] * d
+    shapes = {"vision_model.patch_embed.proj.weight": (e, 3, 2, 14, 14)}
+    for i in range(VISION["depth"]):
+        b = f"vision_model.blocks.{i}."
+        shapes.update({
+            b + "norm1.weight": (e,), b + "norm1.bias": (e,), b + "norm2.weight": (e,), b + "norm2.bias": (e,),
+            b + "attn.qkv.weight": (3 * e, e), b + "attn.qkv.bias": (3 * e,), b + "attn.proj.weight": (e, e),
+            b + "attn.proj.bias": (e,), b + "mlp.fc1.weight": (m, e), b + "mlp.fc1.bias": (m,),
+            b + "mlp.fc2.weight": (e, m), b + "mlp.fc2.bias": (e,),
+        })
+    a = "vision_abstractor.projection."
+    shapes.update({a + "ln_q.weight": (e,), a + "ln_q.bias": (e,), a + "mlp.0.weight": (4 * e, 4 * e),
+                   a + "mlp.0.bias": (4 * e,), a + "mlp.2.weight": (h, 4 * e), a + "mlp.2.bias": (h,)})
+    shapes["language_model.model.embed_tokens.weight"] = (vocab, h)
+    for i in range(TEXT["num_hidden_layers"]):
+        b = f"language_model.model.layers.{i}."
+        shapes.update({
+            b + "self_attn.q_proj.weight": (q, h), b + "self_attn.k_proj.weight": (kv, h),
+            b + "self_attn.v_proj.weight": (kv, h), b + "self_attn.o_proj.weight": (h, q),
+            b + "self_attn.q_norm.weight": (d,), b + "self_attn.k_norm.weight": (d,),
+            b + "mlp.gate_proj.weight": (inter, h), b + "mlp.up_proj.weight": (inter, h), b + "mlp.down_proj.weight": (h, inter),
+            b + "input_layernorm.weight": (h,), b + "post_attention_layernorm.weight": (h,),
+        })
+    shapes.update({"language_model.model.norm.weight": (h,), "language_model.lm_head.weight": (vocab, h)})
+    state = {}
+    for key, shape in shapes.items():
+        if "norm" in key and key.endswith("weight") or key.endswith("ln_q.weight"):
+            t = 1.0 + 0.1 * torch.randn(shape, generator=gen)
+        else:
+            t = (0.5 if "embed_tokens" in key else 0.15) * torch.randn(shape, generator=gen)
+        state[key] = t.to(torch.bfloat16)
+    return state
+
+
+def write_shards(out: Path, state: dict[str, torch.Tensor], n: int = 2) -> None:
+    keys = sorted(state)
+    weight_map, total = {}, 0
+    for s in range(n):
+        name = f"model-{s + 1:05d}-of-{n:05d}.safetensors"
+        part = {k: state[k].contiguous() for k in keys[s::n]}
+        save_file(part, str(out / name), metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(part, name))
+        total += sum(t.numel() * t.element_size() for t in part.values())
+    (out / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}))
+
+
+def write_diffusion_checkpoint(out: Path, state_edit=None) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    ids = write_tokenizer_files(out)
+    config = {
+        "architectures": ["MinerUDiffusionForConditionalGeneration"],
+        "auto_map": {
+            "AutoConfig": "configuration_mineru_diffusion.MinerUDiffusionConfig",
+            "AutoModel": "modeling_mineru_diffusion.MinerUDiffusionForConditionalGeneration",
+            "AutoProcessor": "processing_mineru_diffusion.MinerUDiffusionProcessor",
+        },
+        "model_type": "mineru_diffusion",
+        "text_config": {**TEXT, "vocab_size": ids["vocab"]},
+        "vision_config": VISION,
+        "image_token_id": ids["<|image_pad|>"], "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"], "vision_end_token_id": ids["<|vision_end|>"],
+        "mask_token_id": ids["<|MASK|>"], "vision_projector_type": "patch_merger2x", "vision_select_layer": -2,
+        "image_size": 512, "patch_size": 16, "downsample_ratio": 0.5, "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16", "transformers_version": "4.57.1",
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    state = diffusion_state(ids["vocab"], torch.Generator().manual_seed(0))
+    if state_edit:
+        state_edit(state)
+    write_shards(out, state)
+    return out
+
+
+def write_ar_checkpoint(out: Path) -> Path:
+    """A tiny MinerU2.5-style Qwen2-VL checkpoint (tied lm_head, as 1.2B Qwen2 models have)."""
+    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
+
+    out.mkdir(parents=True, exist_ok=True)
+    ids = write_tokenizer_files(out)
+    torch.manual_seed(0)
+    config = Qwen2VLConfig(
+        text_config={
+            "vocab_size": ids["vocab"], "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096,
+            "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}, "tie_word_embeddings": True,
+            "bos_token_id": ids["<|endoftext|>"], "eos_token_id": ids["<|im_end|>"],
+        },
+        vision_config={k: v for k, v in VISION.items() if k != "model_type"},
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=True,
+    )
+    model = Qwen2VLForConditionalGeneration(config)
+    model.save_pretrained(str(out), max_shard_size="60KB")
+    cfg = json.loads((out / "config.json").read_text())
+    cfg["auto_map"] = {"AutoProcessor": "processing_mineru.MinerUProcessor"}  # must not trigger remote code
+    (out / "config.json").write_text(json.dumps(cfg, indent=2))
+    return out
+
+
+# ---- fixtures --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def diffusion_dir(tmp_path_factory) -> Path:
+    return write_diffusion_checkpoint(tmp_path_factory.mktemp("mineru-diffusion-tiny"))
+
+
+@pytest.fixture(scope="module")
+def ar_dir(tmp_path_factory) -> Path:
+    return write_ar_checkpoint(tmp_path_factory.mktemp("mineru25-tiny"))
+
+
+@pytest.fixture(scope="module")
+def page_png(tmp_path_factory) -> Path:
+    img = Image.new("RGB", (200, 120), "white")
+    draw = ImageDraw.Draw(img)
+    draw.text((10, 20), "The quick brown fox", fill="black")
+    draw.rectangle((10, 60, 180, 100), outline="black")
+    path = tmp_path_factory.mktemp("page") / "page.png"
+    img.save(path)
+    return path
+
+
+def _load(spec: Path, decoder: str):
+    registry._cache.clear()  # each test sees its own directory contents
+    return registry.load_backend(str(spec), decoder, device="cpu")
+
+
+# ---- MinerU-Diffusion ---------------------------------------------------------------------------------
+
+
+def test_checkpoint_layout_is_official(diffusion_dir):
+    files = sorted(p.name for p in diffusion_dir.iterdir())
+    assert "model.safetensors.index.json" in files and sum(f.endswith(".safetensors") for f in files) == 2
+    assert not any("merger" in k for k in json.loads((diffusion_dir / "model.safetensors.index.json").read_text())["weight_map"])
+    backend = _load(diffusion_dir, "diffusion")
+    ids = json.loads((diffusion_dir / "config.json").read_text())
+    tok = json.loads((diffusion_dir / "tokenizer.json").read_text())
+    vocab = {t["content"]: t["id"] for t in tok["added_tokens"]}
+    assert backend.mask_id == ids["mask_token_id"] == vocab["<|MASK|>"] != 151669
+    assert backend.stop_ids == frozenset({vocab["<|endoftext|>"], vocab["<|im_end|>"]})
+    assert backend.text.template_source == "chat_template.jinja"
+    assert backend.device == torch.device("cpu") and next(backend.model.parameters()).dtype == torch.float32
+
+
+def test_prompt_follows_chat_template(diffusion_dir, page_png):
+    backend = _load(diffusion_dir, "diffusion")
+    text = backend.text.render("\nText Recognition:")
+    assert text == (
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+        "<|vision_start|><|image_pad|><|vision_end|>\nText Recognition:<|im_end|>\n<|im_start|>assistant\n"
+    )
+    page = load_page(page_png)
+    vision = backend.images(backend.images.region_image(page.image, backend.regions(page)[0]))
+    ids = backend.text.prompt_ids("\nText Recognition:", vision.n_tokens)
+    assert ids.count(backend.cfg.image_token_id) == vision.n_tokens == vision.grid_thw.prod().item() // 4
+    assert backend.text.detokenize(ids) == "system\nYou are a helpful assistant.\nuser\n\nText Recognition:\nassistant\n"
+
+
+def test_layout_pass_sees_1036_square_within_budget(diffusion_dir, page_png):
+    from models.mineru_common.tasks import layout_region
+
+    backend = _load(diffusion_dir, "diffusion")
+    page = load_page(page_png)
+    image = backend.images.region_image(page.image, layout_region(page.width, page.height))
+    assert image.size == (1036, 1036)
+    vision = backend.images(image)  # this tiny preprocessor caps at 48 tokens; the release's budget keeps 1369
+    assert vision.n_tokens <= 48 and vision.size[0] == vision.size[1]
+
+
+def test_cached_blockwise_forward_equals_dense_block_mask(diffusion_dir, page_png):
+    backend = _load(diffusion_dir, "diffusion")
+    model, L = backend.model, 32
+    page = load_page(page_png)
+    region = backend.regions(page)[0]
+    ctx = backend.encode(page, [region])
+    assert ctx.prompt_len % L != 0  # end alignment matters for this prompt
+    gen = torch.Generator().manual_seed(1)
+    blocks = [torch.randint(0, backend.cfg.text.vocab_size, (1, L), generator=gen) for _ in range(3)]
+    blocks[1][0, 5:20] = backend.mask_id
+    cached = []
+    with torch.inference_mode():
+        for block in blocks:
+            cached.append(backend.block_logits(ctx, block, torch.tensor([0])))
+            backend.commit_block(ctx, block, torch.tensor([0]))
+        vision = backend.images(backend.images.region_image(page.image, region))
+        ids = torch.tensor(backend.text.prompt_ids(region.prompt, vision.n_tokens))
+        x = torch.cat([model.prompt_embeds(ids, vision.pixel_values, vision.grid_thw)] + [model.embed(b) for b in blocks], 1)
+        n, p = x.shape[1], len(ids)
+
+        def dense(mask):
+            return model.logits(model.decoder(x, torch.arange(n), None, mask, store=False))[0, p:].view(3, L, -1)
+
+        full = dense(sdar_mask(p, 3 * L, 32, L))
+        start_aligned = dense(torch.arange(n)[None, :] // L <= torch.arange(n)[:, None] // L)
+    assert ctx.cache.length == n
+    for j in range(3):
+        assert torch.allclose(cached[j][0], full[j], atol=1e-4, rtol=1e-4)
+    assert not torch.allclose(cached[0][0], start_aligned[0], atol=1e-3)  # the test can tell the alignments apart
+
+
+def test_sdar_mask_rules():
+    m = sdar_mask(prompt_len=5, gen_len=4, prefill_block=4, gen_block=2)
+    # prompt blocks aligned to the end: {0}, {1,2,3,4}; then generated blocks {5,6}, {7,8}
+    assert m[0].tolist() == [True] + [False] * 8
+    assert m[1].tolist() == [True] * 5 + [False] * 4
+    assert m[5].tolist() == [True] * 7 + [False] * 2
+    assert m[8].all()
+
+
+def test_meta_loading_keeps_vision_rope(diffusion_dir, page_png):
+    backend = _load(diffusion_dir, "diffusion")
+    page = load_page(page_png)
+    vision = backend.images(backend.images.region_image(page.image, backend.regions(page)[0]))
+    reference = MinerUDiffusion(backend.cfg)
+    reference.load_state_dict(backend.model.state_dict())
+    with torch.inference_mode():
+        a = backend.model.image_features(vision.pixel_values, vision.grid_thw)
+        b = reference.image_features(vision.pixel_values, vision.grid_thw)
+    assert torch.isfinite(a).all() and torch.allclose(a, b, atol=1e-5)
+
+
+def test_strict_load_names_offending_keys(tmp_path):
+    def edit(state):
+        del state["language_model.model.layers.1.self_attn.q_norm.weight"]
+        state["vision_model.merger.mlp.0.weight"] = torch.zeros(4, 4, dtype=torch.bfloat16)
+
+    bad = write_diffusion_checkpoint(tmp_path / "bad", edit)
+    with pytest.raises(ModelLoadError) as err:
+        _load(bad, "diffusion")
+    msg = str(err.value)
+    assert "language_model.model.layers.1.self_attn.q_norm.weight" in msg
+    assert "vision_model.merger.mlp.0.weight" in msg and "\n" not in msg
+
+
+def test_diffusion_decodes_into_valid_trace(diffusion_dir, page_png):
+    backend = _load(diffusion_dir, "diffusion")
+    params = DiffusionParams(max_new_tokens=64, threshold=0.5)
+    trace = decode_page(load_page(page_png), decoder="diffusion", params=params, backend=backend)
+    assert check_invariants(trace) == []
+    assert trace.model["name"] == "mineru-diffusion" and len(trace.regions) == 1
+    assert trace.regions[0].kind == "page" and trace.regions[0].n_generated in (32, 64)
+    assert Trace.loads(trace.to_json()).text == trace.text
+
+
+def test_two_stage_parse_merges_layout_and_blocks(diffusion_dir, page_png):
+    from models.mineru_common.tasks import layout_region
+    from mudiff_viz.decoding.diffusion import decode_diffusion
+    from mudiff_viz.sequential import decode_sequential
+
+    backend = _load(diffusion_dir, "diffusion")
+    page = load_page(page_png)
+    params = DiffusionParams(max_new_tokens=32, threshold=0.5)
+    layout_trace = decode_diffusion(backend, page, [layout_region(page.width, page.height)], params)
+    answer = (
+        "<|box_start|>050 100 900 300<|box_end|><|ref_start|>title<|ref_end|><|rotate_up|>\n"
+        "<|box_start|>050 500 900 850<|box_end|><|ref_start|>table<|ref_end|><|rotate_up|>\n"
+        "<|box_start|>100 870 300 990<|box_end|><|ref_start|>image<|ref_end|><|rotate_up|>"
+    )
+    blocks = parse_layout(answer, page.width, page.height)
+    trace = decode_sequential(backend, page, blocks, decode_diffusion, params, before=[layout_trace], extra_params={"mode": "layout"})
+    assert check_invariants(trace) == []
+    assert [r.kind for r in trace.regions] == ["layout", "title", "table", "image"]
+    assert trace.regions[2].bbox == [10.0, 60.0, 180.0, 102.0] and trace.regions[3].tokens == []
+    by_region = {s.region for s in trace.steps}
+    assert by_region == {0, 1, 2}
+    first_of = {r: min(s.nfe for s in trace.steps if s.region == r) for r in by_region}
+    assert first_of[0] == 0 < first_of[1] < first_of[2]  # back to back on one clock
+    assert trace.metrics["nfe"] == sum(len(t.steps) for t in [trace]) + trace.metrics["commit_passes"]
+    assert trace.params["n_regions"] == 4 and trace.params["mode"] == "layout"
+    # the pipeline's layout mode runs the same path end to end (random weights: few or no blocks)
+    full = decode_page(page, decoder="diffusion", params=params, backend=backend, mode="layout")
+    assert check_invariants(full) == [] and full.regions[0].kind == "layout"
+
+
+# ---- MinerU2.5 (AR) ---------------------------------------------------------------------------------
+
+
+def test_ar_checkpoint_decodes_into_valid_trace(ar_dir, page_png):
+    files = [p.name for p in ar_dir.iterdir()]
+    assert "model.safetensors.index.json" in files
+    backend = _load(ar_dir, "ar")
+    assert backend.model.lm_head.weight.data_ptr() == backend.model.get_input_embeddings().weight.data_ptr()
+    trace = decode_page(load_page(page_png), decoder="ar", params=ARParams(max_new_tokens=12), backend=backend)
+    assert check_invariants(trace) == []
+    assert trace.decoder == "ar" and trace.model["name"] == "mineru2.5"
+    assert 1 <= len(trace.regions[0].tokens) <= 12
+
+
+def test_ar_cached_steps_match_full_forward(ar_dir, page_png):
+    backend = _load(ar_dir, "ar")
+    page = load_page(page_png)
+    region = backend.regions(page)[0]
+    with torch.inference_mode():
+        ctx = backend.encode(page, [region])
+        steps = [backend.first_logits(ctx)]
+        tokens = [3, 17, 42]
+        for t in tokens:
+            steps.append(backend.next_logits(ctx, torch.tensor([t]), torch.tensor([0])))
+        vision = backend.images(backend.images.region_image(page.image, region))
+        ids = backend.text.prompt_ids(region.prompt, vision.n_tokens) + tokens
+        input_ids = torch.tensor([ids])
+        kinds = (input_ids == backend.text.ids.image_pad).int()
+        full = backend.model(
+            input_ids=input_ids, pixel_values=vision.pixel_values, image_grid_thw=vision.grid_thw, mm_token_type_ids=kinds
+        ).logits[0, -4:]
+    for j in range(4):
+        assert torch.allclose(steps[j][0], full[j], atol=1e-4, rtol=1e-4)
+
+
+# ---- CLI -----------------------------------------------------------------------------------------------
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    env.pop("MUDIFF_ALLOW_HUB", None)
+    return subprocess.run([sys.executable, "-m", "mudiff_viz", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("kind", ["diffusion", "ar"])
+def test_cli_decodes_with_checkpoint_dir(kind, diffusion_dir, ar_dir, page_png, tmp_path):
+    model_dir = diffusion_dir if kind == "diffusion" else ar_dir
+    out = tmp_path / "t.json"
+    res = _cli("decode", str(page_png), "--model", str(model_dir), "--decoder", kind, "--max-new-tokens", "32", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    trace = Trace.load(out)
+    assert check_invariants(trace) == [] and trace.decoder == kind
+
+
+def test_cli_hub_id_offline_is_one_line_exit_3(page_png, tmp_path):
+    res = _cli("decode", str(page_png), "--model", "opendatalab/MinerU-Diffusion-V1-0320-2.5B", "--out", str(tmp_path / "t.json"))
+    assert res.returncode == 3
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("error: ")
+
+
+# ---- layout parser -------------------------------------------------------------------------------------
+
+
+def test_layout_parser_well_formed():
+    text = (
+        "<|box_start|>100 200 500 400<|box_end|><|ref_start|>text<|ref_end|><|rotate_up|>\n"
+        "<|box_start|>600 100 100 050<|box_end|><|ref_start|>equation<|ref_end|><|rotate_right|>\n"
+        "<|box_start|>0 0 1000 1000<|box_end|><|ref_start|>image<|ref_end|><|rotate_up|>"
+    )
+    regions = parse_layout(text, width=2000, height=1000)
+    assert [r.kind for r in regions] == ["text", "equation", "image"]
+    assert regions[0].bbox == (200.0, 200.0, 1000.0, 400.0) and regions[0].prompt == "\nText Recognition:"
+    assert regions[1].bbox == (200.0, 50.0, 1200.0, 100.0)  # corners swapped into order
+    assert regions[1].prompt == "\nFormula Recognition:" and regions[1].meta["angle"] == 90
+    assert regions[2].prompt is None and regions[2].meta["skip"]
+
+
+def test_layout_parser_skips_malformed_lines():
+    text = "\n".join([
+        "<|box_start|>10 20 30<|box_end|><|ref_start|>text<|ref_end|>",  # three numbers
+        "<|box_start|>10 20 30 1200<|box_end|><|ref_start|>text<|ref_end|>",  # outside 0-1000
+        "<|box_start|>10 20 10 50<|box_end|><|ref_start|>text<|ref_end|>",  # empty box
+        "garbage <|box_end|> text",
+        "<|box_start|>a b c d<|box_end|><|ref_start|>text<|ref_end|>",
+        "",
+        "<|box_start|>10 20 30 40<|box_end|><|ref_start|>table<|ref_end|><|rotate_up|>"
+        "<|box_start|>50 60 70 80<|box_end|><|ref_start|>title<|ref_end|>",  # two on one line
+    ])
+    regions = parse_layout(text, 1000, 1000)
+    assert [(r.kind, r.bbox) for r in regions] == [("table", (10.0, 20.0, 30.0, 40.0)), ("title", (50.0, 60.0, 70.0, 80.0))]
+    assert regions[0].prompt == "\nTable Recognition:" and parse_layout("", 10, 10) == []
+
+
+# ---- GPU check script --------------------------------------------------------------------------------------
+
+
+def test_gpu_check_script_runs_tiny_on_cpu(tmp_path):
+    out = tmp_path / "gpu.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--tiny", "--blocks", "2", "--out", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    report = json.loads(out.read_text())
+    assert report["device"] == "cpu" and report["tiny"] is True
+    for mode in ("record_on", "record_off"):
+        assert report[mode]["forwards"] > 0 and report[mode]["per_forward_ms"] > 0 and report[mode]["tokens_per_s"] > 0
+    assert "recording_overhead" in report
