@@ -1,0 +1,321 @@
+"""Semantic Shuffle benchmark: decode original and shuffled pages with both decoders, score them.
+
+For every page, seed and level the page is shuffled (level 0 goes through the same re-render as a
+control), both decoders run on it, and one row per decoder records CER against the shuffled ground
+truth, cost (tokens, NFE, wall time), mean token confidence and how many erroneous tokens were
+"confidently wrong". Identical shuffled pages (level 0 under every seed) are decoded once.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import mean
+from typing import Callable, Sequence
+
+from rapidfuzz.distance import Levenshtein
+
+from .errors import UserInputError
+from .limits import Limits, current
+from .metrics import cer
+from .pages import read_source, sniff_kind
+from .shuffle import check_level, shuffle_page
+
+CONFIDENT = 0.9  # a wrong token above this confidence is "confidently wrong"
+DECODER_COLORS = {"diffusion": "#0072B2", "ar": "#D55E00"}  # Okabe-Ito: colour-blind safe
+ROW_FIELDS = [
+    "page", "level", "seed", "decoder", "cer", "tokens", "nfe", "wall_s", "mean_confidence",
+    "error_tokens", "confident_error_tokens", "gt_chars", "model", "reused",
+]
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class BenchPage:
+    """One benchmark input: file bytes (PDF or image), and for images the original's ground truth."""
+
+    name: str
+    data: bytes
+    page_index: int = 0
+    gt_text: str | None = None
+    trusted: bool = False  # our own synthetic PDFs render in-process
+
+
+@dataclass
+class BenchResult:
+    rows: list[dict]
+    figure: object  # plotly Figure
+    summary: dict = field(default_factory=dict)
+
+
+def bench_pages_from_paths(
+    paths: Sequence[str | Path], page_index: int = 0, limits: Limits | None = None
+) -> list[BenchPage]:
+    """Benchmark inputs from files; an image needs a sidecar ``<stem>.txt`` with its ground truth."""
+    limits = limits or current()
+    out = []
+    for p in paths:
+        path = Path(p)
+        data, name = read_source(path, limits)
+        gt = None
+        if sniff_kind(data) != "pdf":
+            sidecar = path.with_suffix(".txt")
+            if not sidecar.is_file():
+                raise UserInputError(
+                    f"{path}: an image needs its ground truth in {sidecar.name} (one line per text line)"
+                )
+            gt = sidecar.read_text(encoding="utf-8", errors="replace")
+        out.append(BenchPage(name=name, data=data, page_index=page_index, gt_text=gt))
+    return out
+
+
+def parse_models(spec: str, decoders: Sequence[str] = ("diffusion", "ar")) -> dict[str, str]:
+    """``nano`` (one spec for every decoder) or ``diffusion=SPEC,ar=SPEC`` (one per decoder)."""
+    if "=" not in spec:
+        return {d: spec for d in decoders}
+    out: dict[str, str] = {}
+    for part in spec.split(","):
+        key, _, value = part.partition("=")
+        if key.strip() not in ("diffusion", "ar") or not value.strip():
+            raise UserInputError(f"bad model spec part {part!r}: use diffusion=SPEC,ar=SPEC")
+        out[key.strip()] = value.strip()
+    missing = [d for d in decoders if d not in out]
+    if missing:
+        raise UserInputError(f"no model given for decoder(s) {', '.join(missing)}")
+    return {d: out[d] for d in decoders}
+
+
+def parse_levels(text: str) -> list[float]:
+    try:
+        levels = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UserInputError(f"levels must be comma-separated numbers, got {text!r}") from None
+    if not levels:
+        raise UserInputError("no levels given")
+    return sorted({check_level(v) for v in levels})
+
+
+# ---- scoring ----------------------------------------------------------------------------------
+
+
+def _char_owners(trace) -> list[tuple[int, float] | None]:
+    """Per character of the joined region texts: (page-wide token number, its confidence), or
+    None for the newline between regions."""
+    out: list[tuple[int, float] | None] = []
+    n = 0
+    for ri, region in enumerate(trace.regions):
+        if ri:
+            out.append(None)
+        for tok in region.tokens:
+            if not tok.stop:
+                out.extend([(n, tok.confidence)] * len(tok.text))
+            n += 1
+    return out
+
+
+def token_errors(trace, gt: str, threshold: float = CONFIDENT) -> tuple[int, int]:
+    """(erroneous decoded tokens, of which confidence > threshold).
+
+    The decoded text is aligned to the ground truth with a Levenshtein edit script (rapidfuzz); a
+    token is erroneous when any of its characters is substituted or deleted (extra) in that
+    script. Missing characters have no decoded token, so they count in CER but not here.
+    """
+    owners = _char_owners(trace)
+    hyp = "\n".join(r.text for r in trace.regions)
+    if len(owners) != len(hyp):
+        raise ValueError("token texts do not concatenate to the region texts")
+    wrong: dict[int, float] = {}
+    for op in Levenshtein.editops(hyp, gt):
+        owner = owners[op.src_pos] if op.tag in ("replace", "delete") else None
+        if owner is not None:
+            wrong[owner[0]] = owner[1]
+    return len(wrong), sum(1 for c in wrong.values() if c > threshold)
+
+
+def score_row(trace, gt: str) -> dict:
+    """The measured part of a row: CER against ``gt`` and the trace's costs and confidences."""
+    confs = [t.confidence for r in trace.regions for t in r.tokens if not t.stop]
+    n_err, n_conf = token_errors(trace, gt)
+    return {
+        "cer": round(cer(trace.text, gt), 5),
+        "tokens": int(trace.metrics.get("tokens", 0)),
+        "nfe": int(trace.metrics.get("nfe", 0)),
+        "wall_s": float(trace.metrics.get("wall_s", 0.0)),
+        "mean_confidence": round(mean(confs), 5) if confs else None,
+        "error_tokens": n_err,
+        "confident_error_tokens": n_conf,
+        "gt_chars": len(gt),
+    }
+
+
+# ---- the run ----------------------------------------------------------------------------------
+
+
+def run_shuffle_benchmark(
+    pages: Sequence[BenchPage],
+    levels: Sequence[float] = (0.0, 0.25, 0.5, 1.0),
+    seeds: int | Sequence[int] = 3,
+    model: str = "nano",
+    progress: Progress | None = None,
+    decoders: Sequence[str] = ("diffusion", "ar"),
+    dpi: float = 150,
+    limits: Limits | None = None,
+    knobs: dict | None = None,
+) -> BenchResult:
+    """Shuffle every page at every level under every seed, decode with each decoder, score.
+
+    ``seeds`` is a count (seeds 0..N-1) or explicit seeds. ``model`` is one spec for both decoders
+    or ``diffusion=SPEC,ar=SPEC``. ``progress(done, total, message)`` is called after each decode.
+    """
+    from .pipeline import decode_page, make_params
+
+    limits = limits or current()
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    levels = sorted({check_level(v) for v in levels})
+    specs = parse_models(model, decoders)
+    if not pages or not seed_list:
+        raise UserInputError("the benchmark needs at least one page and one seed")
+    total = len(pages) * len(seed_list) * len(levels) * len(decoders)
+    rows: list[dict] = []
+    done_cache: dict[tuple[str, str], dict] = {}
+    done = 0
+    for bp in pages:
+        for seed in seed_list:
+            for level in levels:
+                sp = shuffle_page(bp.data, level, seed, page_index=bp.page_index, dpi=dpi, gt_text=bp.gt_text,
+                                  trusted=bp.trusted, rerender=True, limits=limits)
+                if sp.gt_text is None:
+                    raise UserInputError(f"{bp.name}: ground truth unknown at level {level}: {sp.result.note}")
+                key = hashlib.sha256(sp.page.image.tobytes() + sp.gt_text.encode()).hexdigest()
+                for decoder in decoders:
+                    cached = done_cache.get((key, decoder))
+                    if cached is None:
+                        params = make_params(decoder, limits, **{**(knobs or {}), "record": False})
+                        trace = decode_page(sp.page, model=specs[decoder], decoder=decoder, params=params)
+                        cached = done_cache[(key, decoder)] = score_row(trace, sp.gt_text)
+                        reused = False
+                    else:
+                        reused = True
+                    rows.append({"page": bp.name, "level": level, "seed": seed, "decoder": decoder, **cached,
+                                 "model": specs[decoder], "reused": reused})
+                    done += 1
+                    if progress:
+                        msg = f"{bp.name} level {level:g} seed {seed} {decoder}: CER {cached['cer']:.3f}"
+                        progress(done, total, msg)
+    return BenchResult(rows=rows, figure=shuffle_figure(rows), summary=summarize(rows))
+
+
+# ---- summaries and the figure -----------------------------------------------------------------
+
+
+def _by(rows: list[dict], decoder: str, level: float) -> list[dict]:
+    return [r for r in rows if r["decoder"] == decoder and r["level"] == level]
+
+
+def seed_means(rows: list[dict], decoder: str, level: float) -> dict[int, float]:
+    """Mean CER over pages, per seed (the spread over seeds is the spread of these)."""
+    sel = _by(rows, decoder, level)
+    return {s: mean(r["cer"] for r in sel if r["seed"] == s) for s in sorted({r["seed"] for r in sel})}
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Per decoder: mean CER per level (over pages and seeds), its spread over seeds, the CER change
+    from level 0 to 1 (lowest to highest level when those are absent), and the confidently-wrong
+    share (erroneous tokens with confidence > 0.9 over all erroneous tokens) per level."""
+    out: dict = {}
+    for decoder in sorted({r["decoder"] for r in rows}, key=lambda d: (d != "diffusion", d)):
+        levels = sorted({r["level"] for r in rows if r["decoder"] == decoder})
+        cer_by, spread, share = {}, {}, {}
+        for lv in levels:
+            per_seed = list(seed_means(rows, decoder, lv).values())
+            cer_by[lv] = round(mean(per_seed), 5)
+            spread[lv] = [round(min(per_seed), 5), round(max(per_seed), 5)]
+            sel = _by(rows, decoder, lv)
+            errs = sum(r["error_tokens"] for r in sel)
+            share[lv] = round(sum(r["confident_error_tokens"] for r in sel) / errs, 4) if errs else None
+        lo = 0.0 if 0.0 in cer_by else levels[0]
+        hi = 1.0 if 1.0 in cer_by else levels[-1]
+        errs = sum(r["error_tokens"] for r in rows if r["decoder"] == decoder)
+        conf = sum(r["confident_error_tokens"] for r in rows if r["decoder"] == decoder)
+        out[decoder] = {
+            "cer_by_level": cer_by,
+            "cer_seed_range": spread,
+            "from_level": lo,
+            "to_level": hi,
+            "cer_change": round(cer_by[hi] - cer_by[lo], 5),
+            "confident_error_share_by_level": share,
+            "confident_error_share": round(conf / errs, 4) if errs else None,
+            "pages": len({r["page"] for r in rows if r["decoder"] == decoder}),
+            "seeds": len({r["seed"] for r in rows if r["decoder"] == decoder}),
+        }
+    return out
+
+
+def summary_lines(summary: dict) -> list[str]:
+    """One human line per decoder (what the CLI prints)."""
+    lines = []
+    for decoder, s in summary.items():
+        share = s["confident_error_share"]
+        lo, hi = s["from_level"], s["to_level"]
+        lines.append(
+            f"{decoder}: CER {100 * s['cer_by_level'][lo]:.2f}% at level {lo:g} -> "
+            f"{100 * s['cer_by_level'][hi]:.2f}% at level {hi:g} (change {100 * s['cer_change']:+.2f} points); "
+            f"confidently wrong (conf > {CONFIDENT}): "
+            + (f"{100 * share:.1f}% of erroneous tokens" if share is not None else "no erroneous tokens")
+        )
+    return lines
+
+
+def shuffle_figure(rows: list[dict]):
+    """CER vs shuffle level per decoder: mean over seeds with the min-max range of the per-seed
+    means as error bars, and each seed's mean as a faint point."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for decoder in sorted({r["decoder"] for r in rows}, key=lambda d: (d != "diffusion", d)):
+        color = DECODER_COLORS.get(decoder, "#555555")
+        levels = sorted({r["level"] for r in rows if r["decoder"] == decoder})
+        per_level = [seed_means(rows, decoder, lv) for lv in levels]
+        means = [mean(m.values()) for m in per_level]
+        fig.add_trace(go.Scatter(
+            x=levels, y=means, mode="lines+markers", name=decoder, line={"color": color},
+            error_y={"type": "data", "symmetric": False,
+                     "array": [max(m.values()) - mu for m, mu in zip(per_level, means)],
+                     "arrayminus": [mu - min(m.values()) for m, mu in zip(per_level, means)]},
+        ))
+        fig.add_trace(go.Scatter(
+            x=[lv for lv, m in zip(levels, per_level) for _ in m],
+            y=[v for m in per_level for v in m.values()],
+            text=[f"seed {s}" for m in per_level for s in m], mode="markers", showlegend=False,
+            marker={"color": color, "opacity": 0.35, "size": 6}, name=f"{decoder} (per seed)",
+        ))
+    n_pages = len({r["page"] for r in rows})
+    n_seeds = len({r["seed"] for r in rows})
+    fig.update_layout(
+        title=f"Semantic Shuffle (our reconstruction): CER vs shuffle level ({n_pages} pages x {n_seeds} seeds)",
+        xaxis_title="shuffle level (fraction of each line's words permuted)",
+        yaxis_title="CER (mean over pages; bars: range over seeds)",
+        template="plotly_white",
+    )
+    return fig
+
+
+def write_outputs(result: BenchResult, out_dir: str | Path) -> dict[str, Path]:
+    """results.json (the rows), results.csv, summary.json and an offline figure.html."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {name: out / name for name in ("results.json", "results.csv", "summary.json", "figure.html")}
+    paths["results.json"].write_text(json.dumps(result.rows, indent=1), encoding="utf-8")
+    with paths["results.csv"].open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=ROW_FIELDS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(result.rows)
+    summary = {d: {k: ({str(lv): v for lv, v in val.items()} if isinstance(val, dict) else val) for k, val in s.items()}
+               for d, s in result.summary.items()}
+    paths["summary.json"].write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    result.figure.write_html(paths["figure.html"], include_plotlyjs=True, full_html=True)
+    return paths
