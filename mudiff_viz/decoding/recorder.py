@@ -91,11 +91,16 @@ class StepRecorder:
                     candidates=x0[i, cols].tolist(),
                     confidences=[rnd(c) for c in conf[i, cols].tolist()],
                     committed=committed[i, cols].astype(int).tolist(),
-                    topk=[[[int(t), rnd(p)] for t, p in zip(ti, tp)] for ti, tp in zip(top_i[i, cols].tolist(), top_p[i, cols].tolist())],
+                    topk=[_alternatives(ti, tp) for ti, tp in zip(top_i[i, cols].tolist(), top_p[i, cols].tolist())],
                     forced=int(forced[i].sum()),
                 )
             )
         self.pending.clear()
+
+
+def _alternatives(ids: list[int], probs: list[float]) -> list[list[float]]:
+    """Top-k as [[id, p], ...]: p to 3 decimals (display precision), alternatives under 0.05% dropped."""
+    return [[int(t), round(p, 3)] for k, (t, p) in enumerate(zip(ids, probs)) if k == 0 or p >= 0.0005]
 
 
 def build_trace(
