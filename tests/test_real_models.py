@@ -287,6 +287,9 @@ def test_cached_blockwise_forward_equals_dense_block_mask(diffusion_dir, page_pn
         full = dense(sdar_mask(p, 3 * L, 32, L))
         start_aligned = dense(torch.arange(n)[None, :] // L <= torch.arange(n)[:, None] // L)
     assert ctx.cache.length == n
+    with torch.inference_mode():  # a denoising pass stores nothing: repeating it changes nothing
+        again = backend.block_logits(ctx, blocks[0], torch.tensor([0]))
+        assert ctx.cache.length == n and torch.equal(again, backend.block_logits(ctx, blocks[0], torch.tensor([0])))
     for j in range(3):
         assert torch.allclose(cached[j][0], full[j], atol=1e-4, rtol=1e-4)
     assert not torch.allclose(cached[0][0], start_aligned[0], atol=1e-3)  # the test can tell the alignments apart
@@ -311,6 +314,28 @@ def test_meta_loading_keeps_vision_rope(diffusion_dir, page_png):
         a = backend.model.image_features(vision.pixel_values, vision.grid_thw)
         b = reference.image_features(vision.pixel_values, vision.grid_thw)
     assert torch.isfinite(a).all() and torch.allclose(a, b, atol=1e-5)
+
+
+def test_hub_cache_snapshot_with_symlinked_shards_loads(diffusion_dir, tmp_path):
+    blobs, snapshot = tmp_path / "blobs", tmp_path / "snapshots" / "abc123"
+    blobs.mkdir()
+    snapshot.mkdir(parents=True)
+    for i, f in enumerate(sorted(diffusion_dir.iterdir())):
+        blob = blobs / f"blob{i}"
+        blob.write_bytes(f.read_bytes())
+        (snapshot / f.name).symlink_to(blob)
+    assert _load(snapshot, "diffusion").mask_id == json.loads((diffusion_dir / "config.json").read_text())["mask_token_id"]
+
+
+def test_pickle_only_checkpoint_is_refused(diffusion_dir, tmp_path):
+    bad = tmp_path / "pickled"
+    bad.mkdir()
+    for f in diffusion_dir.iterdir():
+        if not f.name.startswith("model"):
+            (bad / f.name).write_bytes(f.read_bytes())
+    (bad / "pytorch_model.bin").write_bytes(b"not opened")
+    with pytest.raises(ModelLoadError, match="pickle"):
+        _load(bad, "diffusion")
 
 
 def test_strict_load_names_offending_keys(tmp_path):

@@ -45,9 +45,9 @@ def weight_files(model_dir: Path) -> list[Path]:
         names = sorted(set(weight_map.values()))
         files = []
         for name in names:
-            path = (model_dir / name).resolve()
-            if path.parent != model_dir.resolve() or not path.is_file():
-                raise ModelLoadError(f"{model_dir / INDEX_NAME} names a missing shard: {name}")
+            path = model_dir / str(name)  # shards may be symlinks (hub cache snapshots): not resolved
+            if not isinstance(name, str) or Path(name).name != name or not path.is_file():
+                raise ModelLoadError(f"{model_dir / INDEX_NAME} names a missing or nested shard: {name}")
             files.append(path)
         return files
     if (model_dir / SINGLE_NAME).is_file():

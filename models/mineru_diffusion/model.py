@@ -233,16 +233,20 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
 
-    def forward(self, x, cos, sin, past: tuple[torch.Tensor, torch.Tensor] | None, mask: torch.Tensor | None):
-        """Returns the output and this chunk's (k, v) after RoPE, (B, kv_heads, N, head_dim)."""
+    def forward(self, x, cos, sin, cache: "KVCache | None", layer: int, mask: torch.Tensor | None):
+        """Attention of ``x`` over the cache (if any) plus ``x`` itself.
+
+        This chunk's keys/values (after RoPE) are written into the cache's free slots right after
+        the committed part; whether they stay is the caller's choice (``KVCache.advance``).
+        """
         b, n, _ = x.shape
         q = self.q_norm(self.q_proj(x).view(b, n, self.n_heads, self.head_dim)).transpose(1, 2)
         k = self.k_norm(self.k_proj(x).view(b, n, self.n_kv, self.head_dim)).transpose(1, 2)
         v = self.v_proj(x).view(b, n, self.n_kv, self.head_dim).transpose(1, 2)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
-        keys, values = (k, v) if past is None else (torch.cat([past[0], k], 2), torch.cat([past[1], v], 2))
+        keys, values = (k, v) if cache is None else cache.write(layer, k, v)
         out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=self.n_kv != self.n_heads)
-        return self.o_proj(out.transpose(1, 2).reshape(b, n, -1)), (k, v)
+        return self.o_proj(out.transpose(1, 2).reshape(b, n, -1))
 
 
 class MLP(nn.Module):
@@ -264,17 +268,18 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, x, cos, sin, past, mask):
-        attn, kv = self.self_attn(self.input_layernorm(x), cos, sin, past, mask)
-        x = x + attn
-        return x + self.mlp(self.post_attention_layernorm(x)), kv
+    def forward(self, x, cos, sin, cache, layer, mask):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, layer, mask)
+        return x + self.mlp(self.post_attention_layernorm(x))
 
 
 class KVCache:
     """Per-layer keys/values of everything committed so far (prompt + finished blocks).
 
-    ``past()`` hands the filled part to a forward; ``store()`` appends a chunk. Capacity doubles
-    when full, so appending a block does not copy the whole cache each time.
+    A forward writes its chunk into the free slots after the committed ``length`` and attends to
+    ``[:length + n]``: no copy of the cache per forward. ``advance(n)`` keeps the chunk (the commit
+    pass); otherwise the next forward overwrites it (a denoising pass that stores nothing).
+    Capacity doubles when full.
     """
 
     def __init__(self, n_layers: int) -> None:
@@ -282,26 +287,23 @@ class KVCache:
         self.v: list[torch.Tensor | None] = [None] * n_layers
         self.length = 0
 
-    def past(self, layer: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-        if self.length == 0:
-            return None
-        return self.k[layer][:, :, : self.length], self.v[layer][:, :, : self.length]
+    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        end = self.length + k.shape[2]
+        old = self.k[layer]
+        if old is None or old.shape[2] < end:
+            cap = max(end, 2 * (old.shape[2] if old is not None else 0))
+            grown_k = k.new_empty(k.shape[0], k.shape[1], cap, k.shape[3])
+            grown_v = v.new_empty(grown_k.shape)
+            if self.length:
+                grown_k[:, :, : self.length] = old[:, :, : self.length]
+                grown_v[:, :, : self.length] = self.v[layer][:, :, : self.length]
+            self.k[layer], self.v[layer] = grown_k, grown_v
+        self.k[layer][:, :, self.length : end] = k
+        self.v[layer][:, :, self.length : end] = v
+        return self.k[layer][:, :, :end], self.v[layer][:, :, :end]
 
-    def store(self, new_kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-        n = new_kv[0][0].shape[2]
-        end = self.length + n
-        for layer, (k, v) in enumerate(new_kv):
-            if self.k[layer] is None or self.k[layer].shape[2] < end:
-                cap = max(end, 2 * (self.k[layer].shape[2] if self.k[layer] is not None else 0))
-                grown_k = k.new_empty(k.shape[0], k.shape[1], cap, k.shape[3])
-                grown_v = v.new_empty(grown_k.shape)
-                if self.length:
-                    grown_k[:, :, : self.length] = self.k[layer][:, :, : self.length]
-                    grown_v[:, :, : self.length] = self.v[layer][:, :, : self.length]
-                self.k[layer], self.v[layer] = grown_k, grown_v
-            self.k[layer][:, :, self.length : end] = k
-            self.v[layer][:, :, self.length : end] = v
-        self.length = end
+    def advance(self, n: int) -> None:
+        self.length += n
 
 
 class SDARModel(nn.Module):
@@ -318,15 +320,13 @@ class SDARModel(nn.Module):
         Attends to ``cache`` (if any) plus ``x``; ``mask`` is (N, past + N) bool or None (= see all).
         ``store`` appends this chunk's keys/values to the cache.
         """
+        if store and cache is None:
+            raise ValueError("store=True needs a cache")
         cos, sin = rope(positions, self.cfg.head_dim, self.cfg.rope_theta)
-        new_kv = []
         for i, layer in enumerate(self.layers):
-            x, kv = layer(x, cos, sin, cache.past(i) if cache is not None else None, mask)
-            new_kv.append(kv)
+            x = layer(x, cos, sin, cache, i, mask)
         if store:
-            if cache is None:
-                raise ValueError("store=True needs a cache")
-            cache.store(new_kv)
+            cache.advance(x.shape[1])
         return self.norm(x)
 
 
