@@ -9,8 +9,8 @@ regions before, and the metrics are summed. The result passes ``trace.check_inva
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Callable, Sequence
 
 from .metrics import cer
 from .trace import RegionRecord, StepRecord, Trace, rnd
@@ -68,7 +68,9 @@ def clock_length(trace: Trace) -> int:
     return last + 1
 
 
-def merge_traces(parts: Sequence[Trace | RegionRecord], extra_params: dict | None = None, truncated: str | None = None) -> Trace:
+def merge_traces(
+    parts: Sequence[Trace | RegionRecord], extra_params: dict | None = None, truncated: str | None = None
+) -> Trace:
     """One Trace from per-region traces (and undecoded regions), decoded back to back."""
     traces = [p for p in parts if isinstance(p, Trace)]
     first = traces[0]
@@ -84,7 +86,9 @@ def merge_traces(parts: Sequence[Trace | RegionRecord], extra_params: dict | Non
             continue
         region_off = len(regions)
         for s in part.steps:
-            steps.append(replace(s, nfe=s.nfe + clock_off, region=s.region + region_off, time_s=rnd(s.time_s + time_off)))
+            steps.append(
+                replace(s, nfe=s.nfe + clock_off, region=s.region + region_off, time_s=rnd(s.time_s + time_off))
+            )
         for r in part.regions:
             tokens = [
                 replace(t, commit_step=t.commit_step + clock_off, commit_time_s=rnd(t.commit_time_s + time_off))
@@ -102,7 +106,10 @@ def merge_traces(parts: Sequence[Trace | RegionRecord], extra_params: dict | Non
     text = "\n".join(r.text for r in content)
     gt_text = "\n".join(r.gt_text for r in content) if all(r.gt_text is not None for r in content) else None
     n_tokens = int(sums["tokens"])
-    metrics = {key: (int(sums[key]) if key in ("nfe", "commit_passes", "batched_forwards", "tokens") else rnd(sums[key])) for key in SUMMED}
+    metrics = {
+        key: (int(sums[key]) if key in ("nfe", "commit_passes", "batched_forwards", "tokens") else rnd(sums[key]))
+        for key in SUMMED
+    }
     metrics.update(
         text_chars=len(text),
         tokens_per_forward=rnd(n_tokens / metrics["nfe"]) if metrics["nfe"] else 0.0,
@@ -126,4 +133,3 @@ def merge_traces(parts: Sequence[Trace | RegionRecord], extra_params: dict | Non
         gt_text=gt_text,
         vocab=vocab,
     )
-

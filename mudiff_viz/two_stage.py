@@ -8,7 +8,7 @@ page box and type, so the app can draw the boxes and replay both stages on one c
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from models.mineru_common.tasks import layout_region
 
@@ -19,15 +19,25 @@ from .sequential import Decode, decode_sequential, merge_traces
 from .trace import Trace
 
 
-def decode_two_stage(backend, page: Page, decode: Decode, params, progress: Callable[[int, int], None] | None = None) -> Trace:
+def decode_two_stage(
+    backend, page: Page, decode: Decode, params, progress: Callable[[int, int], None] | None = None
+) -> Trace:
     """Layout pass, then recognition of every detected block; one merged Trace."""
     if not getattr(backend, "supports_layout", False):
-        raise UserInputError(f"layout mode needs a MinerU model; {getattr(backend, 'name', 'this model')} has no layout prompt")
+        raise UserInputError(
+            f"layout mode needs a MinerU model; {getattr(backend, 'name', 'this model')} has no layout prompt"
+        )
     layout_trace = decode(backend, page, [layout_region(page.width, page.height)], params, None)
     blocks = parse_layout(layout_trace.regions[0].text, page.width, page.height)
     if not blocks:
         return merge_traces([layout_trace], extra_params={"mode": "layout", "layout_blocks": 0})
     return decode_sequential(
-        backend, page, blocks, decode, params, progress, before=[layout_trace],
+        backend,
+        page,
+        blocks,
+        decode,
+        params,
+        progress,
+        before=[layout_trace],
         extra_params={"mode": "layout", "layout_blocks": len(blocks)},
     )

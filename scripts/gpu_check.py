@@ -32,7 +32,9 @@ from mudiff_viz.decoding.diffusion import DiffusionParams  # noqa: E402
 from mudiff_viz.pages import load_page  # noqa: E402
 from mudiff_viz.pipeline import decode_page  # noqa: E402
 
-TINY_TEXT = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+TINY_TEXT = dict(
+    hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16
+)
 TINY_VISION = dict(depth=1, embed_dim=32, num_heads=2, mlp_ratio=2)
 
 
@@ -54,7 +56,9 @@ def build_backend(tiny: bool, device: torch.device, workdir: Path) -> MinerUDiff
         model = MinerUDiffusion(cfg)
     model = model.to(dtype_for(device)).eval()
     budget = {"max_pixels": 28 * 28 * 64} if tiny else None  # tiny: keep the CPU smoke run small
-    images = ImagePreprocessor(budget, cfg.vision.patch_size, cfg.vision.temporal_patch_size, cfg.vision.spatial_merge_size)
+    images = ImagePreprocessor(
+        budget, cfg.vision.patch_size, cfg.vision.temporal_patch_size, cfg.vision.spatial_merge_size
+    )
     backend = MinerUDiffusionBackend.from_parts(model, ChatText(workdir, config_json), images, spec="random-weights")
     backend.stop_ids = frozenset()  # decode exactly the requested blocks
     return backend

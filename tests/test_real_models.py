@@ -34,8 +34,19 @@ torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parent.parent
 
 SPECIALS = [  # trained first: ids 0..11, far from the real 151643..151669
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
-    "<|video_pad|>", "<|box_start|>", "<|box_end|>", "<|ref_start|>", "<|ref_end|>", "<|rotate_up|>", "<|MASK|>",
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|ref_start|>",
+    "<|ref_end|>",
+    "<|rotate_up|>",
+    "<|MASK|>",
 ]
 QWEN2VL_TEMPLATE = """{% set image_count = namespace(value=0) %}{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system
 You are a helpful assistant.<|im_end|>
@@ -46,13 +57,32 @@ You are a helpful assistant.<|im_end|>
 {% endif %}"""
 CLIP_MEAN, CLIP_STD = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
 VISION = {  # tiny Qwen2-VL ViT: real patch geometry, tiny width
-    "model_type": "qwen2_vl", "depth": 1, "embed_dim": 32, "hidden_size": 64, "num_heads": 2, "mlp_ratio": 2,
-    "patch_size": 14, "temporal_patch_size": 2, "spatial_merge_size": 2, "in_channels": 3, "hidden_act": "quick_gelu",
+    "model_type": "qwen2_vl",
+    "depth": 1,
+    "embed_dim": 32,
+    "hidden_size": 64,
+    "num_heads": 2,
+    "mlp_ratio": 2,
+    "patch_size": 14,
+    "temporal_patch_size": 2,
+    "spatial_merge_size": 2,
+    "in_channels": 3,
+    "hidden_act": "quick_gelu",
 }
 TEXT = {  # tiny SDAR: GQA 4 heads / 2 KV heads
-    "model_type": "sdar", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "head_dim": 16, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "hidden_act": "silu",
-    "attention_bias": False, "tie_word_embeddings": False, "max_position_embeddings": 32768,
+    "model_type": "sdar",
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0,
+    "hidden_act": "silu",
+    "attention_bias": False,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 32768,
 }
 
 
@@ -67,21 +97,43 @@ def write_tokenizer_files(out: Path) -> dict[str, int]:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=330, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+        vocab_size=330,
+        special_tokens=SPECIALS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
-    corpus = ["Text Recognition: the quick brown fox jumps over the lazy dog", "Layout Detection: table title text"] * 20
+    corpus = [
+        "Text Recognition: the quick brown fox jumps over the lazy dog",
+        "Layout Detection: table title text",
+    ] * 20
     tok.train_from_iterator(corpus, trainer)
     tok.save(str(out / "tokenizer.json"))
     ids = {s: tok.token_to_id(s) for s in SPECIALS}
-    (out / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "Qwen2Tokenizer", "model_max_length": 32768, "eos_token": "<|im_end|>",
-        "added_tokens_decoder": {str(i): {"content": s, "special": True} for s, i in ids.items()},
-    }))
+    (out / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "Qwen2Tokenizer",
+                "model_max_length": 32768,
+                "eos_token": "<|im_end|>",
+                "added_tokens_decoder": {str(i): {"content": s, "special": True} for s, i in ids.items()},
+            }
+        )
+    )
     (out / "chat_template.jinja").write_text(QWEN2VL_TEMPLATE)
-    (out / "preprocessor_config.json").write_text(json.dumps({
-        "image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 3136, "max_pixels": 28 * 28 * 48,
-        "patch_size": 14, "temporal_patch_size": 2, "merge_size": 2, "image_mean": CLIP_MEAN, "image_std": CLIP_STD,
-    }))
+    (out / "preprocessor_config.json").write_text(
+        json.dumps(
+            {
+                "image_processor_type": "Qwen2VLImageProcessor",
+                "min_pixels": 3136,
+                "max_pixels": 28 * 28 * 48,
+                "patch_size": 14,
+                "temporal_patch_size": 2,
+                "merge_size": 2,
+                "image_mean": CLIP_MEAN,
+                "image_std": CLIP_STD,
+            }
+        )
+    )
     ids["vocab"] = tok.get_vocab_size()
     return ids
 
@@ -94,25 +146,51 @@ def diffusion_state(vocab: int, gen: torch.Generator) -> dict[str, torch.Tensor]
     shapes = {"vision_model.patch_embed.proj.weight": (e, 3, 2, 14, 14)}
     for i in range(VISION["depth"]):
         b = f"vision_model.blocks.{i}."
-        shapes.update({
-            b + "norm1.weight": (e,), b + "norm1.bias": (e,), b + "norm2.weight": (e,), b + "norm2.bias": (e,),
-            b + "attn.qkv.weight": (3 * e, e), b + "attn.qkv.bias": (3 * e,), b + "attn.proj.weight": (e, e),
-            b + "attn.proj.bias": (e,), b + "mlp.fc1.weight": (m, e), b + "mlp.fc1.bias": (m,),
-            b + "mlp.fc2.weight": (e, m), b + "mlp.fc2.bias": (e,),
-        })
+        shapes.update(
+            {
+                b + "norm1.weight": (e,),
+                b + "norm1.bias": (e,),
+                b + "norm2.weight": (e,),
+                b + "norm2.bias": (e,),
+                b + "attn.qkv.weight": (3 * e, e),
+                b + "attn.qkv.bias": (3 * e,),
+                b + "attn.proj.weight": (e, e),
+                b + "attn.proj.bias": (e,),
+                b + "mlp.fc1.weight": (m, e),
+                b + "mlp.fc1.bias": (m,),
+                b + "mlp.fc2.weight": (e, m),
+                b + "mlp.fc2.bias": (e,),
+            }
+        )
     a = "vision_abstractor.projection."
-    shapes.update({a + "ln_q.weight": (e,), a + "ln_q.bias": (e,), a + "mlp.0.weight": (4 * e, 4 * e),
-                   a + "mlp.0.bias": (4 * e,), a + "mlp.2.weight": (h, 4 * e), a + "mlp.2.bias": (h,)})
+    shapes.update(
+        {
+            a + "ln_q.weight": (e,),
+            a + "ln_q.bias": (e,),
+            a + "mlp.0.weight": (4 * e, 4 * e),
+            a + "mlp.0.bias": (4 * e,),
+            a + "mlp.2.weight": (h, 4 * e),
+            a + "mlp.2.bias": (h,),
+        }
+    )
     shapes["language_model.model.embed_tokens.weight"] = (vocab, h)
     for i in range(TEXT["num_hidden_layers"]):
         b = f"language_model.model.layers.{i}."
-        shapes.update({
-            b + "self_attn.q_proj.weight": (q, h), b + "self_attn.k_proj.weight": (kv, h),
-            b + "self_attn.v_proj.weight": (kv, h), b + "self_attn.o_proj.weight": (h, q),
-            b + "self_attn.q_norm.weight": (d,), b + "self_attn.k_norm.weight": (d,),
-            b + "mlp.gate_proj.weight": (inter, h), b + "mlp.up_proj.weight": (inter, h), b + "mlp.down_proj.weight": (h, inter),
-            b + "input_layernorm.weight": (h,), b + "post_attention_layernorm.weight": (h,),
-        })
+        shapes.update(
+            {
+                b + "self_attn.q_proj.weight": (q, h),
+                b + "self_attn.k_proj.weight": (kv, h),
+                b + "self_attn.v_proj.weight": (kv, h),
+                b + "self_attn.o_proj.weight": (h, q),
+                b + "self_attn.q_norm.weight": (d,),
+                b + "self_attn.k_norm.weight": (d,),
+                b + "mlp.gate_proj.weight": (inter, h),
+                b + "mlp.up_proj.weight": (inter, h),
+                b + "mlp.down_proj.weight": (h, inter),
+                b + "input_layernorm.weight": (h,),
+                b + "post_attention_layernorm.weight": (h,),
+            }
+        )
     shapes.update({"language_model.model.norm.weight": (h,), "language_model.lm_head.weight": (vocab, h)})
     state = {}
     for key, shape in shapes.items():
@@ -133,7 +211,9 @@ def write_shards(out: Path, state: dict[str, torch.Tensor], n: int = 2) -> None:
         save_file(part, str(out / name), metadata={"format": "pt"})
         weight_map.update(dict.fromkeys(part, name))
         total += sum(t.numel() * t.element_size() for t in part.values())
-    (out / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}))
+    (out / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map})
+    )
 
 
 def write_diffusion_checkpoint(out: Path, state_edit=None) -> Path:
@@ -149,11 +229,19 @@ def write_diffusion_checkpoint(out: Path, state_edit=None) -> Path:
         "model_type": "mineru_diffusion",
         "text_config": {**TEXT, "vocab_size": ids["vocab"]},
         "vision_config": VISION,
-        "image_token_id": ids["<|image_pad|>"], "video_token_id": ids["<|video_pad|>"],
-        "vision_start_token_id": ids["<|vision_start|>"], "vision_end_token_id": ids["<|vision_end|>"],
-        "mask_token_id": ids["<|MASK|>"], "vision_projector_type": "patch_merger2x", "vision_select_layer": -2,
-        "image_size": 512, "patch_size": 16, "downsample_ratio": 0.5, "tie_word_embeddings": False,
-        "torch_dtype": "bfloat16", "transformers_version": "4.57.1",
+        "image_token_id": ids["<|image_pad|>"],
+        "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"],
+        "vision_end_token_id": ids["<|vision_end|>"],
+        "mask_token_id": ids["<|MASK|>"],
+        "vision_projector_type": "patch_merger2x",
+        "vision_select_layer": -2,
+        "image_size": 512,
+        "patch_size": 16,
+        "downsample_ratio": 0.5,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "transformers_version": "4.57.1",
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
     state = diffusion_state(ids["vocab"], torch.Generator().manual_seed(0))
@@ -172,14 +260,23 @@ def write_ar_checkpoint(out: Path) -> Path:
     torch.manual_seed(0)
     config = Qwen2VLConfig(
         text_config={
-            "vocab_size": ids["vocab"], "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096,
-            "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}, "tie_word_embeddings": True,
-            "bos_token_id": ids["<|endoftext|>"], "eos_token_id": ids["<|im_end|>"],
+            "vocab_size": ids["vocab"],
+            "hidden_size": 64,
+            "intermediate_size": 96,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "max_position_embeddings": 4096,
+            "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
+            "tie_word_embeddings": True,
+            "bos_token_id": ids["<|endoftext|>"],
+            "eos_token_id": ids["<|im_end|>"],
         },
         vision_config={k: v for k, v in VISION.items() if k != "model_type"},
-        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=True,
     )
     model = Qwen2VLForConditionalGeneration(config)
@@ -225,7 +322,9 @@ def _load(spec: Path, decoder: str):
 def test_checkpoint_layout_is_official(diffusion_dir):
     files = sorted(p.name for p in diffusion_dir.iterdir())
     assert "model.safetensors.index.json" in files and sum(f.endswith(".safetensors") for f in files) == 2
-    assert not any("merger" in k for k in json.loads((diffusion_dir / "model.safetensors.index.json").read_text())["weight_map"])
+    assert not any(
+        "merger" in k for k in json.loads((diffusion_dir / "model.safetensors.index.json").read_text())["weight_map"]
+    )
     backend = _load(diffusion_dir, "diffusion")
     ids = json.loads((diffusion_dir / "config.json").read_text())
     tok = json.loads((diffusion_dir / "tokenizer.json").read_text())
@@ -247,7 +346,9 @@ def test_prompt_follows_chat_template(diffusion_dir, page_png):
     vision = backend.images(backend.images.region_image(page.image, backend.regions(page)[0]))
     ids = backend.text.prompt_ids("\nText Recognition:", vision.n_tokens)
     assert ids.count(backend.cfg.image_token_id) == vision.n_tokens == vision.grid_thw.prod().item() // 4
-    assert backend.text.detokenize(ids) == "system\nYou are a helpful assistant.\nuser\n\nText Recognition:\nassistant\n"
+    assert (
+        backend.text.detokenize(ids) == "system\nYou are a helpful assistant.\nuser\n\nText Recognition:\nassistant\n"
+    )
 
 
 def test_layout_pass_sees_1036_square_within_budget(diffusion_dir, page_png):
@@ -278,7 +379,9 @@ def test_cached_blockwise_forward_equals_dense_block_mask(diffusion_dir, page_pn
             backend.commit_block(ctx, block, torch.tensor([0]))
         vision = backend.images(backend.images.region_image(page.image, region))
         ids = torch.tensor(backend.text.prompt_ids(region.prompt, vision.n_tokens))
-        x = torch.cat([model.prompt_embeds(ids, vision.pixel_values, vision.grid_thw)] + [model.embed(b) for b in blocks], 1)
+        x = torch.cat(
+            [model.prompt_embeds(ids, vision.pixel_values, vision.grid_thw)] + [model.embed(b) for b in blocks], 1
+        )
         n, p = x.shape[1], len(ids)
 
         def dense(mask):
@@ -324,7 +427,9 @@ def test_hub_cache_snapshot_with_symlinked_shards_loads(diffusion_dir, tmp_path)
         blob = blobs / f"blob{i}"
         blob.write_bytes(f.read_bytes())
         (snapshot / f.name).symlink_to(blob)
-    assert _load(snapshot, "diffusion").mask_id == json.loads((diffusion_dir / "config.json").read_text())["mask_token_id"]
+    assert (
+        _load(snapshot, "diffusion").mask_id == json.loads((diffusion_dir / "config.json").read_text())["mask_token_id"]
+    )
 
 
 def test_pickle_only_checkpoint_is_refused(diffusion_dir, tmp_path):
@@ -376,7 +481,9 @@ def test_two_stage_parse_merges_layout_and_blocks(diffusion_dir, page_png):
         "<|box_start|>100 870 300 990<|box_end|><|ref_start|>image<|ref_end|><|rotate_up|>"
     )
     blocks = parse_layout(answer, page.width, page.height)
-    trace = decode_sequential(backend, page, blocks, decode_diffusion, params, before=[layout_trace], extra_params={"mode": "layout"})
+    trace = decode_sequential(
+        backend, page, blocks, decode_diffusion, params, before=[layout_trace], extra_params={"mode": "layout"}
+    )
     assert check_invariants(trace) == []
     assert [r.kind for r in trace.regions] == ["layout", "title", "table", "image"]
     assert trace.regions[2].bbox == [10.0, 60.0, 180.0, 102.0] and trace.regions[3].tokens == []
@@ -420,7 +527,10 @@ def test_ar_cached_steps_match_full_forward(ar_dir, page_png):
         input_ids = torch.tensor([ids])
         kinds = (input_ids == backend.text.ids.image_pad).int()
         full = backend.model(
-            input_ids=input_ids, pixel_values=vision.pixel_values, image_grid_thw=vision.grid_thw, mm_token_type_ids=kinds
+            input_ids=input_ids,
+            pixel_values=vision.pixel_values,
+            image_grid_thw=vision.grid_thw,
+            mm_token_type_ids=kinds,
         ).logits[0, -4:]
     for j in range(4):
         assert torch.allclose(steps[j][0], full[j], atol=1e-4, rtol=1e-4)
@@ -432,21 +542,41 @@ def test_ar_cached_steps_match_full_forward(ar_dir, page_png):
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     env.pop("MUDIFF_ALLOW_HUB", None)
-    return subprocess.run([sys.executable, "-m", "mudiff_viz", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "mudiff_viz", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.parametrize("kind", ["diffusion", "ar"])
 def test_cli_decodes_with_checkpoint_dir(kind, diffusion_dir, ar_dir, page_png, tmp_path):
     model_dir = diffusion_dir if kind == "diffusion" else ar_dir
     out = tmp_path / "t.json"
-    res = _cli("decode", str(page_png), "--model", str(model_dir), "--decoder", kind, "--max-new-tokens", "32", "--out", str(out))
+    res = _cli(
+        "decode",
+        str(page_png),
+        "--model",
+        str(model_dir),
+        "--decoder",
+        kind,
+        "--max-new-tokens",
+        "32",
+        "--out",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr
     trace = Trace.load(out)
     assert check_invariants(trace) == [] and trace.decoder == kind
 
 
 def test_cli_hub_id_offline_is_one_line_exit_3(page_png, tmp_path):
-    res = _cli("decode", str(page_png), "--model", "opendatalab/MinerU-Diffusion-V1-0320-2.5B", "--out", str(tmp_path / "t.json"))
+    res = _cli(
+        "decode",
+        str(page_png),
+        "--model",
+        "opendatalab/MinerU-Diffusion-V1-0320-2.5B",
+        "--out",
+        str(tmp_path / "t.json"),
+    )
     assert res.returncode == 3
     assert res.stderr.count("\n") == 1 and res.stderr.startswith("error: ")
 
@@ -469,18 +599,23 @@ def test_layout_parser_well_formed():
 
 
 def test_layout_parser_skips_malformed_lines():
-    text = "\n".join([
-        "<|box_start|>10 20 30<|box_end|><|ref_start|>text<|ref_end|>",  # three numbers
-        "<|box_start|>10 20 30 1200<|box_end|><|ref_start|>text<|ref_end|>",  # outside 0-1000
-        "<|box_start|>10 20 10 50<|box_end|><|ref_start|>text<|ref_end|>",  # empty box
-        "garbage <|box_end|> text",
-        "<|box_start|>a b c d<|box_end|><|ref_start|>text<|ref_end|>",
-        "",
-        "<|box_start|>10 20 30 40<|box_end|><|ref_start|>table<|ref_end|><|rotate_up|>"
-        "<|box_start|>50 60 70 80<|box_end|><|ref_start|>title<|ref_end|>",  # two on one line
-    ])
+    text = "\n".join(
+        [
+            "<|box_start|>10 20 30<|box_end|><|ref_start|>text<|ref_end|>",  # three numbers
+            "<|box_start|>10 20 30 1200<|box_end|><|ref_start|>text<|ref_end|>",  # outside 0-1000
+            "<|box_start|>10 20 10 50<|box_end|><|ref_start|>text<|ref_end|>",  # empty box
+            "garbage <|box_end|> text",
+            "<|box_start|>a b c d<|box_end|><|ref_start|>text<|ref_end|>",
+            "",
+            "<|box_start|>10 20 30 40<|box_end|><|ref_start|>table<|ref_end|><|rotate_up|>"
+            "<|box_start|>50 60 70 80<|box_end|><|ref_start|>title<|ref_end|>",  # two on one line
+        ]
+    )
     regions = parse_layout(text, 1000, 1000)
-    assert [(r.kind, r.bbox) for r in regions] == [("table", (10.0, 20.0, 30.0, 40.0)), ("title", (50.0, 60.0, 70.0, 80.0))]
+    assert [(r.kind, r.bbox) for r in regions] == [
+        ("table", (10.0, 20.0, 30.0, 40.0)),
+        ("title", (50.0, 60.0, 70.0, 80.0)),
+    ]
     assert regions[0].prompt == "\nTable Recognition:" and parse_layout("", 10, 10) == []
 
 
@@ -492,7 +627,11 @@ def test_gpu_check_script_runs_tiny_on_cpu(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     res = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--tiny", "--blocks", "2", "--out", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert res.returncode == 0, res.stderr
     report = json.loads(out.read_text())

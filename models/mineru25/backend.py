@@ -127,7 +127,9 @@ def _load(model_dir: Path, config: dict, dtype: torch.dtype):
             output_loading_info=True,
         )
     except Exception as exc:
-        raise ModelLoadError(f"cannot load {model_dir.name} as Qwen2-VL: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+        raise ModelLoadError(
+            f"cannot load {model_dir.name} as Qwen2-VL: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+        ) from None
     finally:
         if bar:
             hf_logging.enable_progress_bar()
@@ -139,7 +141,9 @@ def _load(model_dir: Path, config: dict, dtype: torch.dtype):
     if info.get("unexpected_keys"):
         problems.append("unexpected keys: " + ", ".join(sorted(info["unexpected_keys"])[:6]))
     if info.get("mismatched_keys"):
-        problems.append("wrong shapes: " + ", ".join(str(m[0] if isinstance(m, tuple) else m) for m in info["mismatched_keys"][:3]))
+        problems.append(
+            "wrong shapes: " + ", ".join(str(m[0] if isinstance(m, tuple) else m) for m in info["mismatched_keys"][:3])
+        )
     if problems:
         raise ModelLoadError(f"checkpoint {model_dir.name} does not match its config: " + "; ".join(problems))
     embed = model.get_input_embeddings().weight

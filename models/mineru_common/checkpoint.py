@@ -8,8 +8,8 @@ the offending keys, because a silently random-initialised weight gives plausible
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import torch
 from safetensors import safe_open
@@ -57,7 +57,9 @@ def weight_files(model_dir: Path) -> list[Path]:
     raise ModelLoadError(f"{model_dir} has no {SINGLE_NAME} or {INDEX_NAME}")
 
 
-def load_state_dict(model_dir: Path, device: str | torch.device = "cpu", dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+def load_state_dict(
+    model_dir: Path, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
+) -> dict[str, torch.Tensor]:
     """All tensors of the checkpoint, cast to ``dtype`` (floating tensors only) on ``device``."""
     state: dict[str, torch.Tensor] = {}
     for path in weight_files(model_dir):

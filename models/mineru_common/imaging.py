@@ -43,12 +43,20 @@ class ImagePreprocessor:
 
         cfg = dict(config or {})
         size = cfg.get("size") if isinstance(cfg.get("size"), dict) else {}
-        self.min_pixels = int(cfg.get("min_pixels") or size.get("min_pixels") or size.get("shortest_edge") or MIN_PIXELS)
+        self.min_pixels = int(
+            cfg.get("min_pixels") or size.get("min_pixels") or size.get("shortest_edge") or MIN_PIXELS
+        )
         self.max_pixels = int(cfg.get("max_pixels") or size.get("max_pixels") or size.get("longest_edge") or MAX_PIXELS)
-        for key, want in (("patch_size", patch_size), ("temporal_patch_size", temporal_patch_size), ("merge_size", merge_size)):
+        for key, want in (
+            ("patch_size", patch_size),
+            ("temporal_patch_size", temporal_patch_size),
+            ("merge_size", merge_size),
+        ):
             if key in cfg and int(cfg[key]) != want:
                 raise ModelLoadError(f"preprocessor_config.json {key}={cfg[key]} but the vision config says {want}")
-        kwargs = {k: cfg[k] for k in ("image_mean", "image_std", "rescale_factor", "do_normalize", "do_rescale") if k in cfg}
+        kwargs = {
+            k: cfg[k] for k in ("image_mean", "image_std", "rescale_factor", "do_normalize", "do_rescale") if k in cfg
+        }
         self.merge_size = merge_size
         self.processor = Qwen2VLImageProcessorPil(
             min_pixels=self.min_pixels,
@@ -60,8 +68,13 @@ class ImagePreprocessor:
         )
 
     @classmethod
-    def from_dir(cls, model_dir: Path, patch_size: int, temporal_patch_size: int, merge_size: int) -> "ImagePreprocessor":
-        return cls(read_json(model_dir / "preprocessor_config.json", required=False), patch_size, temporal_patch_size, merge_size)
+    def from_dir(cls, model_dir: Path, patch_size: int, temporal_patch_size: int, merge_size: int) -> ImagePreprocessor:
+        return cls(
+            read_json(model_dir / "preprocessor_config.json", required=False),
+            patch_size,
+            temporal_patch_size,
+            merge_size,
+        )
 
     def region_image(self, page_image: Image.Image, region: Region) -> Image.Image:
         """What the model looks at for a region: the resized page (layout) or an upright crop."""

@@ -10,8 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 
 SPECIAL_TOKENS = (
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
-    "<|box_start|>", "<|box_end|>", "<|ref_start|>", "<|ref_end|>", "<|rotate_up|>", "<|MASK|>",
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|ref_start|>",
+    "<|ref_end|>",
+    "<|rotate_up|>",
+    "<|MASK|>",
 )
 CORPUS = ("You are a helpful assistant. Text Recognition: Table Recognition: Formula Recognition: Layout Detection:",)
 
@@ -24,8 +34,10 @@ def write_standin_tokenizer(out_dir: Path, vocab_size: int = 400) -> dict[str, i
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     tok.train_from_iterator(list(CORPUS) * 10, trainer)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,12 @@ FORMULA_PROMPT = "\nFormula Recognition:"
 LAYOUT_PROMPT = "\nLayout Detection:"
 LAYOUT_IMAGE_SIZE = (1036, 1036)  # 37 x 37 merged patches = 1369 image tokens
 
-PROMPTS_BY_KIND = {"table": TABLE_PROMPT, "equation": FORMULA_PROMPT, "formula": FORMULA_PROMPT, "layout": LAYOUT_PROMPT}
+PROMPTS_BY_KIND = {
+    "table": TABLE_PROMPT,
+    "equation": FORMULA_PROMPT,
+    "formula": FORMULA_PROMPT,
+    "layout": LAYOUT_PROMPT,
+}
 NOT_RECOGNISED = frozenset({"image", "image_block", "chart", "list", "equation_block", "table_block"})
 
 

@@ -26,7 +26,11 @@ SPECIAL_STRINGS = {
     "im_end": "<|im_end|>",
     "endoftext": "<|endoftext|>",
 }
-CONFIG_KEYS = {"image_pad": "image_token_id", "vision_start": "vision_start_token_id", "vision_end": "vision_end_token_id"}
+CONFIG_KEYS = {
+    "image_pad": "image_token_id",
+    "vision_start": "vision_start_token_id",
+    "vision_end": "vision_end_token_id",
+}
 STOP_STRINGS = ("endoftext", "im_end")  # the release's stopping criteria
 
 FALLBACK_TEMPLATE = (

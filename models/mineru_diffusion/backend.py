@@ -59,13 +59,17 @@ class MinerUDiffusionBackend:
         self._attach(from_state_dict(cfg, state, dev), text, images, dev, spec or str(model_dir))
 
     @classmethod
-    def from_parts(cls, model: MinerUDiffusion, text: ChatText, images: ImagePreprocessor, spec: str) -> "MinerUDiffusionBackend":
+    def from_parts(
+        cls, model: MinerUDiffusion, text: ChatText, images: ImagePreprocessor, spec: str
+    ) -> MinerUDiffusionBackend:
         """A backend around an already built model (the GPU check builds random full-size weights)."""
         backend = cls.__new__(cls)
         backend._attach(model, text, images, next(model.parameters()).device, spec)
         return backend
 
-    def _attach(self, model: MinerUDiffusion, text: ChatText, images: ImagePreprocessor, device: torch.device, spec: str) -> None:
+    def _attach(
+        self, model: MinerUDiffusion, text: ChatText, images: ImagePreprocessor, device: torch.device, spec: str
+    ) -> None:
         self.model, self.text, self.images = model, text, images
         self.cfg = model.cfg
         self.device = device

@@ -27,7 +27,6 @@ from torch import nn
 
 from mudiff_viz.errors import ModelLoadError
 
-
 # ---- configuration -------------------------------------------------------------------------------
 
 
@@ -54,10 +53,12 @@ class SDARConfig:
     tie_word_embeddings: bool = False
 
     @classmethod
-    def from_dict(cls, data: dict) -> "SDARConfig":
+    def from_dict(cls, data: dict) -> SDARConfig:
         cfg = cls(**_pick(cls, data))
         if data.get("rope_scaling"):
-            raise ModelLoadError(f"text_config.rope_scaling={data['rope_scaling']!r} is not supported (plain RoPE only)")
+            raise ModelLoadError(
+                f"text_config.rope_scaling={data['rope_scaling']!r} is not supported (plain RoPE only)"
+            )
         if cfg.hidden_act != "silu" or cfg.attention_bias or cfg.tie_word_embeddings:
             raise ModelLoadError("text_config must have hidden_act silu, no attention bias and an untied lm_head")
         if cfg.num_attention_heads % cfg.num_key_value_heads:
@@ -80,9 +81,11 @@ class VisionConfig:
     hidden_act: str = "quick_gelu"
 
     @classmethod
-    def from_dict(cls, data: dict) -> "VisionConfig":
+    def from_dict(cls, data: dict) -> VisionConfig:
         if data.get("model_type", "qwen2_vl") != "qwen2_vl":
-            raise ModelLoadError(f"vision_config.model_type {data.get('model_type')!r} is not supported (qwen2_vl only)")
+            raise ModelLoadError(
+                f"vision_config.model_type {data.get('model_type')!r} is not supported (qwen2_vl only)"
+            )
         return cls(**_pick(cls, data))
 
     def to_hf(self):
@@ -119,7 +122,7 @@ class MinerUDiffusionConfig:
     prefill_block: int = 32  # prompt blocks of the block-causal prefill (the release's block length)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "MinerUDiffusionConfig":
+    def from_dict(cls, data: dict) -> MinerUDiffusionConfig:
         text = data.get("text_config") or data.get("language_model_config")
         vision = data.get("vision_config") or data.get("vision_model_config")
         if not isinstance(text, dict) or not isinstance(vision, dict):
@@ -160,14 +163,24 @@ class MinerUDiffusionConfig:
         shapes.update({a + "ln_q.weight": (e,), a + "ln_q.bias": (e,)})
         shapes.update({a + "mlp.0.weight": (merged, merged), a + "mlp.0.bias": (merged,)})
         shapes.update({a + "mlp.2.weight": (t.hidden_size, merged), a + "mlp.2.bias": (t.hidden_size,)})
-        h, d, q_out, kv_out = t.hidden_size, t.head_dim, t.num_attention_heads * t.head_dim, t.num_key_value_heads * t.head_dim
+        h, d, q_out, kv_out = (
+            t.hidden_size,
+            t.head_dim,
+            t.num_attention_heads * t.head_dim,
+            t.num_key_value_heads * t.head_dim,
+        )
         shapes["language_model.model.embed_tokens.weight"] = (t.vocab_size, h)
         for i in range(t.num_hidden_layers):
             b = f"language_model.model.layers.{i}."
             shapes.update({b + "self_attn.q_proj.weight": (q_out, h), b + "self_attn.o_proj.weight": (h, q_out)})
             shapes.update({b + "self_attn.k_proj.weight": (kv_out, h), b + "self_attn.v_proj.weight": (kv_out, h)})
             shapes.update({b + "self_attn.q_norm.weight": (d,), b + "self_attn.k_norm.weight": (d,)})
-            shapes.update({b + "mlp.gate_proj.weight": (t.intermediate_size, h), b + "mlp.up_proj.weight": (t.intermediate_size, h)})
+            shapes.update(
+                {
+                    b + "mlp.gate_proj.weight": (t.intermediate_size, h),
+                    b + "mlp.up_proj.weight": (t.intermediate_size, h),
+                }
+            )
             shapes[b + "mlp.down_proj.weight"] = (h, t.intermediate_size)
             shapes[b + "input_layernorm.weight"] = shapes[b + "post_attention_layernorm.weight"] = (h,)
         shapes["language_model.model.norm.weight"] = (h,)
@@ -178,7 +191,9 @@ class MinerUDiffusionConfig:
 # ---- attention masks and positions ---------------------------------------------------------------
 
 
-def sdar_mask(prompt_len: int, gen_len: int = 0, prefill_block: int = 32, gen_block: int = 32, device=None) -> torch.Tensor:
+def sdar_mask(
+    prompt_len: int, gen_len: int = 0, prefill_block: int = 32, gen_block: int = 32, device=None
+) -> torch.Tensor:
     """(N, N) bool, True where query row may attend key column, for a prompt plus generated blocks.
 
     Prompt blocks of ``prefill_block`` are aligned to the end of the prompt (the first one may be
@@ -233,7 +248,7 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
 
-    def forward(self, x, cos, sin, cache: "KVCache | None", layer: int, mask: torch.Tensor | None):
+    def forward(self, x, cos, sin, cache: KVCache | None, layer: int, mask: torch.Tensor | None):
         """Attention of ``x`` over the cache (if any) plus ``x`` itself.
 
         This chunk's keys/values (after RoPE) are written into the cache's free slots right after
@@ -314,7 +329,9 @@ class SDARModel(nn.Module):
         self.layers = nn.ModuleList([DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers)])
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None, mask: torch.Tensor | None, store: bool):
+    def forward(
+        self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None, mask: torch.Tensor | None, store: bool
+    ):
         """Hidden states (B, N, H) for input embeddings ``x`` at ``positions``.
 
         Attends to ``cache`` (if any) plus ``x``; ``mask`` is (N, past + N) bool or None (= see all).
@@ -435,7 +452,9 @@ def count_params_m(model: nn.Module) -> float:
     return round(sum(p.numel() for p in model.parameters()) / 1e6, 1)
 
 
-def from_state_dict(cfg: MinerUDiffusionConfig, state: dict[str, torch.Tensor], device: torch.device) -> MinerUDiffusion:
+def from_state_dict(
+    cfg: MinerUDiffusionConfig, state: dict[str, torch.Tensor], device: torch.device
+) -> MinerUDiffusion:
     """The model built on the meta device and given the checkpoint's tensors (no random init, no copy).
 
     Keys are checked by the caller; the ViT's RoPE buffer (not in the checkpoint) is recomputed.
