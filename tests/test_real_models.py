@@ -351,6 +351,23 @@ def test_prompt_follows_chat_template(diffusion_dir, page_png):
     )
 
 
+@pytest.mark.parametrize("where", ["chat_template.json", "tokenizer_config.json", "fallback"])
+def test_chat_template_sources(diffusion_dir, tmp_path, where):
+    from models.mineru_common.text import ChatText
+
+    for name in ("tokenizer.json", "config.json"):
+        (tmp_path / name).write_bytes((diffusion_dir / name).read_bytes())
+    if where == "chat_template.json":
+        (tmp_path / where).write_text(json.dumps({"chat_template": QWEN2VL_TEMPLATE}))
+    elif where == "tokenizer_config.json":
+        (tmp_path / where).write_text(json.dumps({"chat_template": QWEN2VL_TEMPLATE}))
+    text = ChatText(tmp_path, json.loads((tmp_path / "config.json").read_text()))
+    assert text.template_source.startswith(where)
+    assert text.render("\nText Recognition:").endswith(
+        "<|vision_start|><|image_pad|><|vision_end|>\nText Recognition:<|im_end|>\n<|im_start|>assistant\n"
+    )
+
+
 def test_layout_pass_sees_1036_square_within_budget(diffusion_dir, page_png):
     from models.mineru_common.tasks import layout_region
 

@@ -2,7 +2,7 @@
 
 The tokenizer is ``tokenizer.json`` through the ``tokenizers`` library (no Auto* classes: the
 checkpoint's config.json carries ``auto_map`` and would ask to run remote code). The chat template
-comes from ``chat_template.jinja`` (or ``tokenizer_config.json``), rendered in a jinja2 sandbox;
+comes from ``chat_template.jinja`` (or ``chat_template.json``, or ``tokenizer_config.json``), rendered in a jinja2 sandbox;
 the documented Qwen2-VL template is the fallback. ``<|image_pad|>`` is expanded here to one token
 per merged 28 x 28 patch.
 """
@@ -95,6 +95,9 @@ class ChatText:
         path = model_dir / "chat_template.jinja"
         if path.is_file():
             return "chat_template.jinja", path.read_text(encoding="utf-8")
+        processor_template = (read_json(model_dir / "chat_template.json", required=False) or {}).get("chat_template")
+        if isinstance(processor_template, str) and processor_template.strip():  # older processors save it here
+            return "chat_template.json", processor_template
         template = tok_cfg.get("chat_template")
         if isinstance(template, str) and template.strip():
             return "tokenizer_config.json", template
