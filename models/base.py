@@ -49,6 +49,9 @@ class Backend(Protocol):
     def detokenize(self, ids: list[int]) -> str:
         """Text of a sequence of ids (special tokens dropped)."""
 
+    # Optional: ``token_texts(ids) -> list[str]``, display text per token of a whole sequence, for
+    # tokenizers whose tokens can split a character (byte-level BPE). Falls back to token_text.
+
     def token_boxes(self, page: Any, region: Region, ctx: Any, row: int, ids: list[int]) -> list[Box | None] | None:
         """Optional page boxes for decoded tokens when no ground truth exists (None: not known)."""
 

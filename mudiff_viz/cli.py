@@ -98,7 +98,7 @@ def cmd_decode(args) -> int:
     params = make_params(args.decoder, limits, **knobs_from(args))
     if args.no_record:
         params.record = False
-    trace = decode_page(page, model=args.model, decoder=args.decoder, params=params)
+    trace = decode_page(page, model=args.model, decoder=args.decoder, params=params, mode=args.mode)
     size = trace.save(args.out)
     if not args.quiet:
         print(trace.text)
@@ -132,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("input", help="PNG, JPEG or PDF")
     d.add_argument("--page", type=int, default=0, help="page index (PDF), 0-based")
     d.add_argument("--decoder", choices=["diffusion", "ar"], default="diffusion")
+    d.add_argument("--mode", choices=["page", "layout"], default="page",
+                   help="page: the model's own regions; layout: layout detection, then recognition per block (MinerU models)")
     add_decode_knobs(d)
     add_limit_flags(d)
     d.add_argument("--no-record", action="store_true", help="do not record per-step candidates (faster)")

@@ -656,3 +656,33 @@ def test_gpu_check_script_runs_tiny_on_cpu(tmp_path):
     for mode in ("record_on", "record_off"):
         assert report[mode]["forwards"] > 0 and report[mode]["per_forward_ms"] > 0 and report[mode]["tokens_per_s"] > 0
     assert "recording_overhead" in report
+
+
+def test_token_texts_keep_split_characters_whole(diffusion_dir):
+    """Byte-level BPE can spread one character over several tokens: the trace must not show U+FFFD."""
+    backend = _load(diffusion_dir, "diffusion")
+    ids = backend.text.tok.encode("é漢x", add_special_tokens=False).ids
+    texts = backend.token_texts(ids)
+    assert "".join(texts) == "é漢x"
+    assert all("\ufffd" not in t for t in texts)
+    assert len(texts) == len(ids)
+
+
+def test_cli_layout_mode(diffusion_dir, page_png, tmp_path):
+    """The two-stage parse from the command line: a valid trace whatever the random layout says."""
+    out = tmp_path / "t.json"
+    r = _cli("decode", str(page_png), "--model", str(diffusion_dir), "--mode", "layout", "--max-new-tokens", "32",
+             "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    from mudiff_viz.trace import Trace, check_invariants
+
+    assert check_invariants(Trace.load(out)) == []
+
+
+def test_cli_layout_mode_refused_for_nano(page_png, tmp_path):
+    from models.registry import NANO_DIR
+
+    if not (NANO_DIR / "nano-diffusion" / "model.safetensors").exists():
+        pytest.skip("nano weights not in assets/models")
+    r = _cli("decode", str(page_png), "--mode", "layout", "--out", str(tmp_path / "t.json"))
+    assert r.returncode == 2 and "layout" in r.stderr and len(r.stderr.strip().splitlines()) == 1

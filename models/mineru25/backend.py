@@ -98,6 +98,9 @@ class MinerU25Backend:
     def token_text(self, token_id: int) -> str:
         return self.text.token_text(token_id)
 
+    def token_texts(self, ids: list[int]) -> list[str]:
+        return self.text.token_texts(ids)
+
     def detokenize(self, ids) -> str:
         return self.text.detokenize(ids)
 

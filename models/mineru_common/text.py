@@ -136,6 +136,21 @@ class ChatText:
             self._text_cache[token_id] = text
         return text
 
+    def token_texts(self, ids: list[int]) -> list[str]:
+        """Display text per token of a sequence. Byte-level BPE can split one character over several
+        tokens: those tokens get "" and the token that completes the character carries it."""
+        out: list[str] = []
+        pending: list[int] = []
+        for token_id in ids:
+            pending.append(token_id)
+            text = self.tok.decode(pending, skip_special_tokens=False)
+            if text.endswith("\ufffd") and len(pending) < 4:
+                out.append("")
+                continue
+            out.append(text)
+            pending = []
+        return out
+
     def detokenize(self, ids: list[int]) -> str:
         return self.tok.decode(list(ids), skip_special_tokens=True)
 

@@ -130,8 +130,10 @@ def build_trace(
     n_tokens = 0
     for ri, region in enumerate(regions):
         tokens: list[TokenRecord] = []
+        # sequence-aware texts when the backend has them (byte-level BPE splits characters)
+        seq_texts = backend.token_texts(ids[ri]) if hasattr(backend, "token_texts") else None
         for pos, tok_id in enumerate(ids[ri]):
-            text = backend.token_text(tok_id)
+            text = seq_texts[pos] if seq_texts is not None else backend.token_text(tok_id)
             stop = tok_id in backend.stop_ids
             tokens.append(
                 TokenRecord(
