@@ -251,6 +251,10 @@ def test_cli_shuffle_pdf_and_image(tmp_path, short_page, scan, capsys):
     assert main(["shuffle", str(tmp_path / "scan.png"), "--level", "1", "--out", str(tmp_path / "out.png")]) == 0
     assert (tmp_path / "out.png").is_file()
     assert Counter((tmp_path / "out.txt").read_text().split()) == Counter(gt.split())
+    # PDF -> PNG: the page is rendered (isolated renderer) and its ground truth written beside it
+    assert main(["shuffle", str(src), "--level", "1", "--dpi", "60", "--out", str(tmp_path / "p.png")]) == 0
+    assert (tmp_path / "p.png").read_bytes().startswith(b"\x89PNG")
+    assert Counter((tmp_path / "p.txt").read_text().split()) == Counter(short_page.text.split())
 
 
 def _exit_code(argv: list[str]) -> int:
@@ -284,6 +288,18 @@ def test_cli_shuffle_errors_are_one_line_exit_2(tmp_path, short_page, capsys, ar
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and message in err
+
+
+def test_cli_shuffle_bench_input_errors(tmp_path, scan, short_page, capsys):
+    image, _ = scan
+    image.save(tmp_path / "lonely.png")  # no lonely.txt beside it
+    assert _exit_code(["shuffle-bench", str(tmp_path / "lonely.png"), "--out", str(tmp_path / "o")]) == 2
+    assert "ground truth" in capsys.readouterr().err
+    (tmp_path / "p.pdf").write_bytes(short_page.pdf)
+    assert _exit_code(["shuffle-bench", str(tmp_path / "p.pdf"), "--levels", "0,2", "--out", str(tmp_path / "o")]) == 2
+    assert "level must be in [0, 1]" in capsys.readouterr().err
+    assert _exit_code(["shuffle-bench", str(tmp_path / "p.pdf"), "--model", "diffusion=x", "--out", str(tmp_path)]) == 2
+    assert "no model given for decoder(s) ar" in capsys.readouterr().err
 
 
 # ---- benchmark --------------------------------------------------------------------------------
