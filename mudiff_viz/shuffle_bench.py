@@ -102,19 +102,22 @@ def parse_levels(text: str) -> list[float]:
 # ---- scoring ----------------------------------------------------------------------------------
 
 
-def _char_owners(trace) -> list[tuple[int, float] | None]:
-    """Per character of the joined region texts: (page-wide token number, its confidence), or
-    None for the newline between regions."""
-    out: list[tuple[int, float] | None] = []
+def _token_text(trace) -> tuple[str, list[tuple[int, float] | None]]:
+    """The page text rebuilt from the tokens (regions joined by newlines) and, per character, its
+    (page-wide token number, confidence), or None for the newline between regions."""
+    chars: list[str] = []
+    owners: list[tuple[int, float] | None] = []
     n = 0
     for ri, region in enumerate(trace.regions):
         if ri:
-            out.append(None)
+            chars.append("\n")
+            owners.append(None)
         for tok in region.tokens:
             if not tok.stop:
-                out.extend([(n, tok.confidence)] * len(tok.text))
+                chars.append(tok.text)
+                owners.extend([(n, tok.confidence)] * len(tok.text))
             n += 1
-    return out
+    return "".join(chars), owners
 
 
 def token_errors(trace, gt: str, threshold: float = CONFIDENT) -> tuple[int, int]:
@@ -124,10 +127,7 @@ def token_errors(trace, gt: str, threshold: float = CONFIDENT) -> tuple[int, int
     token is erroneous when any of its characters is substituted or deleted (extra) in that
     script. Missing characters have no decoded token, so they count in CER but not here.
     """
-    owners = _char_owners(trace)
-    hyp = "\n".join(r.text for r in trace.regions)
-    if len(owners) != len(hyp):
-        raise ValueError("token texts do not concatenate to the region texts")
+    hyp, owners = _token_text(trace)
     wrong: dict[int, float] = {}
     for op in Levenshtein.editops(hyp, gt):
         owner = owners[op.src_pos] if op.tag in ("replace", "delete") else None
