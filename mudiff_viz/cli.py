@@ -154,17 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extra_commands():
     """Sub-commands that live in their own modules (shuffle, bench)."""
-    out = []
-    try:
-        from .shuffle_cli import register as shuffle_register
-
-        out.append(shuffle_register)
-    except ImportError:
-        pass
     from .bench import register as bench_register
+    from .shuffle_cli import register as shuffle_register
 
-    out.append(bench_register)
-    return out
+    return [shuffle_register, bench_register]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -123,13 +123,14 @@ class LinePool:
 
     @classmethod
     def load(cls, path, rng: random.Random) -> "LinePool":
-        z = np.load(path)
+        with np.load(path) as z:  # each z[key] access decompresses: read every array once
+            pixels, widths, texts, char_x = z["pixels"], z["widths"], z["texts"], z["char_x"]
         pool = cls.__new__(cls)
         pool.rng, pool.split, pool.cursor, pool.lines = rng, "train", 0, []
-        xs = np.cumsum(np.concatenate([[0], z["widths"]]))
-        cs = np.cumsum(np.concatenate([[0], [len(t) for t in z["texts"]]]))
-        for i, text in enumerate(z["texts"]):
-            pool.lines.append(LineSample(z["pixels"][:, xs[i] : xs[i + 1]], str(text), z["char_x"][cs[i] : cs[i + 1]]))
+        xs = np.cumsum(np.concatenate([[0], widths]))
+        cs = np.cumsum(np.concatenate([[0], [len(t) for t in texts]]))
+        for i, text in enumerate(texts):
+            pool.lines.append(LineSample(pixels[:, xs[i] : xs[i + 1]].copy(), str(text), char_x[cs[i] : cs[i + 1]]))
         return pool
 
     def batches(self, batch_size: int, n_batches: int, max_chars: int) -> list[tuple[list[np.ndarray], list[str]]]:
