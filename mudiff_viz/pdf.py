@@ -22,6 +22,10 @@ from .limits import Limits
 from .pages import PDF_LOCK, TextChar, TextLine
 
 
+# what a child killed by its address-space limit leaves on stderr
+OUT_OF_MEMORY = (b"memoryerror", b"cannot allocate memory", b"failed to map segment", b"bad_alloc", b"out of memory")
+
+
 @dataclass
 class RenderedPage:
     image: Image.Image
@@ -153,8 +157,9 @@ def render_pdf_page(
     if "error" in meta:
         raise UserInputError(meta["error"])
     if proc.returncode != 0 or "page_count" not in meta:
-        if proc.returncode < 0 or b"MemoryError" in proc.stderr or b"memory" in proc.stderr.lower():
-            raise UserInputError("PDF needs more memory to render than the limit allows")
+        err = proc.stderr.lower()
+        if proc.returncode < 0 or any(s in err for s in OUT_OF_MEMORY):
+            raise UserInputError(f"PDF needs more memory to render than the limit of {limits.pdf_memory_mb} MB allows")
         raise UserInputError("corrupt PDF: rendering failed")
     image = Image.open(io.BytesIO(png), formats=["PNG"])
     image.load()

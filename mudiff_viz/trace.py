@@ -157,16 +157,11 @@ class Trace:
             raise UserInputError(f"trace too large: {len(data)} bytes (limit {limits.max_trace_bytes})")
         check_depth(data, limits.max_trace_depth)
         try:
-            obj = json.loads(data, parse_constant=_reject_constant)
-        except UserInputError:
-            raise
+            obj = json.loads(data)
         except (ValueError, RecursionError) as exc:
             raise UserInputError(f"trace is not valid JSON: {exc}") from None
+        _flat_numbers(obj, "")  # NaN / Infinity anywhere, named by its path
         return Trace.from_dict(obj)
-
-
-def _reject_constant(name: str):
-    raise UserInputError(f"trace contains a non-finite number ({name})")
 
 
 def check_depth(data: str | bytes, max_depth: int) -> None:
@@ -193,10 +188,6 @@ def check_depth(data: str | bytes, max_depth: int) -> None:
 
 
 # ---- validation ------------------------------------------------------------------------------
-
-
-class _Bad(Exception):
-    pass
 
 
 def _fail(path: str, msg: str) -> None:
@@ -245,12 +236,12 @@ def _flat_numbers(obj: Any, path: str) -> None:
     """Every number anywhere below must be finite (free-form dicts like params and metrics)."""
     if isinstance(obj, dict):
         for k, v in obj.items():
-            _flat_numbers(v, f"{path}.{k}")
+            _flat_numbers(v, f"{path}.{k}" if path else str(k))
     elif isinstance(obj, list):
         for i, v in enumerate(obj):
             _flat_numbers(v, f"{path}[{i}]")
     elif isinstance(obj, float) and not math.isfinite(obj):
-        _fail(path, "must be finite")
+        _fail(path, f"is {obj}: non-finite numbers are not allowed")
 
 
 TOKEN_FIELDS = {"text": str, "id": int, "commit_step": int, "commit_time_s": float, "confidence": float}

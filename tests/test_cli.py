@@ -9,10 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
-
-from models.nano.model import NanoConfig, NanoOCR
-from models.nano.weights import save_model
 from mudiff_viz import synth
 from mudiff_viz.pages import load_page
 from mudiff_viz.trace import Trace, check_invariants
@@ -24,20 +20,6 @@ def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-m", "mudiff_viz", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env=env)
-
-
-@pytest.fixture(scope="module")
-def tiny_models(tmp_path_factory) -> dict[str, Path]:
-    """Random-weight nano twins in the shipped layout (config.json + model.safetensors)."""
-    out = {}
-    for kind in ("diffusion", "ar"):
-        torch.manual_seed(0)
-        cfg = NanoConfig(kind=kind, d_model=64, n_layers=1, n_heads=2, mlp_hidden=128, enc_dim=64, enc_layers=1,
-                         conv_channels=(8, 16, 16, 16), max_answer=24)
-        d = tmp_path_factory.mktemp(f"nano-{kind}")
-        save_model(NanoOCR(cfg), d)
-        out[kind] = d
-    return out
 
 
 @pytest.fixture(scope="module")
