@@ -1,0 +1,1055 @@
+/* mudiff-viz player: replays a whole decode trace in the browser, frame by frame.
+ *
+ * Input: the payload built by mudiff_viz/views/player.py (one trace), or {mode: "compare", panes:
+ * [payload, payload]} for two traces on one shared clock. Everything is computed here from that one
+ * payload: no server round trip per frame.
+ *
+ * Frames: s = 0..N. Frame 0 is the start of decoding (prefill done, nothing committed); frame s > 0
+ * shows the outcome of forward s-1: what it committed and the guesses it left on masked positions.
+ * Wall-time clock: time t maps to the number of forwards finished by t.
+ *
+ * Model text is data, never markup: every string from the trace goes through textContent or
+ * setAttribute. Never innerHTML.
+ */
+(function (global) {
+  "use strict";
+
+  // ---- colour ramps (colour-blind safe) -------------------------------------------------------
+  const CIVIDIS = [[0, 34, 78], [18, 53, 112], [59, 73, 108], [87, 93, 109], [112, 113, 115],
+    [138, 134, 120], [165, 156, 116], [195, 179, 105], [225, 204, 85], [255, 234, 70]];
+  const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142],
+    [31, 158, 137], [53, 183, 121], [110, 206, 88], [181, 222, 43], [253, 231, 37]];
+  const RAMP_STEPS = 101;
+
+  function buildRamp(stops, towardWhite) {
+    const out = [];
+    for (let i = 0; i < RAMP_STEPS; i++) {
+      const t = i / (RAMP_STEPS - 1);
+      const x = t * (stops.length - 1);
+      const j = Math.min(stops.length - 2, Math.floor(x));
+      const f = x - j;
+      const c = [0, 1, 2].map((k) => stops[j][k] + (stops[j + 1][k] - stops[j][k]) * f);
+      const m = c.map((v) => Math.round(v + (255 - v) * towardWhite));
+      const lum = (0.2126 * m[0] + 0.7152 * m[1] + 0.0722 * m[2]) / 255;
+      out.push({ bg: `rgb(${m[0]},${m[1]},${m[2]})`, fg: lum < 0.5 ? "#fff" : "#111",
+        solid: `rgb(${Math.round(c[0])},${Math.round(c[1])},${Math.round(c[2])})` });
+    }
+    return out;
+  }
+  const RAMPS = { confidence: buildRamp(CIVIDIS, 0.3), commit: buildRamp(VIRIDIS, 0.3) };
+  const PANE_COLOURS = ["#0072b2", "#d55e00", "#009e73", "#cc79a7"]; // Okabe-Ito
+
+  // slot states
+  const UNREACHED = 0, MASKED = 1, GHOST = 2, NOW = 3, DONE = 4, HIDDEN = 5;
+  const STATE_NAMES = ["not yet reached", "masked", "ghost guess", "committed this step", "committed earlier", "hidden"];
+  const STATE_CLASS = ["st-unreached", "st-masked", "st-ghost", "st-now", "st-done", "st-hidden"];
+
+  // ---- small DOM helpers ---------------------------------------------------------------------
+  const SVGNS = "http://www.w3.org/2000/svg";
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function sv(tag, attrs, parent) {
+    const e = document.createElementNS(SVGNS, tag);
+    if (attrs) for (const k in attrs) e.setAttribute(k, attrs[k]);
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  const ICONS = {
+    "to-start": "M1 3h2v10H1z M9 3v10L3 8z M15 3v10L9 8z",
+    "step-back": "M2 3h2v10H2z M13 3v10L6 8z",
+    "step-fwd": "M3 3v10l7-5z M12 3h2v10h-2z",
+    "to-end": "M1 3v10l6-5z M7 3v10l6-5z M13 3h2v10h-2z",
+    play: "M4 2.5v11l9-5.5z",
+    pause: "M3.5 3h3v10h-3z M9.5 3h3v10h-3z",
+  };
+  function icon(name) {
+    const s = sv("svg", { viewBox: "0 0 16 16", width: 14, height: 14, class: "mp-icon", "aria-hidden": "true" });
+    sv("path", { d: ICONS[name], fill: "currentColor" }, s);
+    return s;
+  }
+  const MASK_GLYPH = "\u2591"; // light shade: one monospace cell per masked position
+  const SPECIAL = /^<\|?[A-Za-z_][^<>]{0,18}\|?>$/;
+  function shortSpecial(text) {
+    // "<eos>" -> "EOS", "<|im_end|>" -> "IM_END": compact and visibly not page text
+    return text.replace(/^<\|?|\|?>$/g, "").toUpperCase().slice(0, 6);
+  }
+  function fmtS(x) { return x == null || isNaN(x) ? "–" : x < 10 ? x.toFixed(2) + " s" : x.toFixed(1) + " s"; }
+  function pct(p) { return p < 0.001 ? "<0.1%" : (100 * p).toFixed(p < 0.1 ? 1 : 0) + "%"; }
+  function visible(text) {
+    // show whitespace and control characters so a token is never invisible
+    if (text === "") return "∅";
+    return text.replace(/ /g, "␣").replace(/\n/g, "↵").replace(/\t/g, "⇥");
+  }
+
+  // ---- one trace: indexes and per-frame state ------------------------------------------------
+  class TraceModel {
+    constructor(p) {
+      this.p = p;
+      const s = p.slots, e = p.entries;
+      this.n = s.region.length;
+      this.N = p.clock.n;
+      this.time = p.clock.time;
+      this.prefill = p.clock.prefill_s || 0;
+      this.wall = Math.max(p.clock.wall_s || 0, this.time.length ? this.time[this.time.length - 1] : 0, this.prefill);
+      this.commit = Int32Array.from(s.commit);
+      this.open = Int32Array.from(s.open);
+      this.close = Int32Array.from(s.close);
+      this.filler = Uint8Array.from(s.filler);
+      this.stop = Uint8Array.from(s.stop);
+      this.ids = Int32Array.from(s.id);
+      this.conf = Float32Array.from(s.conf, (v) => v / 10000);
+      this.eslot = Int32Array.from(e.slot);
+      this.ecand = Int32Array.from(e.cand);
+      this.econf = Float32Array.from(e.conf, (v) => v / 10000);
+      this.ecommit = Uint8Array.from(e.commit);
+      this.etopId = Int32Array.from(e.topk_id);
+      this.etopP = Float32Array.from(e.topk_p, (v) => v / 1000);
+      this.tickStart = Int32Array.from(e.tick_start);
+      this.maskIds = new Set(p.mask_ids || []);
+      // entries per slot (CSR) for ghost histories; the entry's tick from tickStart
+      const counts = new Int32Array(this.n + 1);
+      for (let i = 0; i < this.eslot.length; i++) counts[this.eslot[i] + 1]++;
+      for (let i = 0; i < this.n; i++) counts[i + 1] += counts[i];
+      this.slotEntryStart = counts;
+      const fill = counts.slice(0, this.n);
+      this.slotEntries = new Int32Array(this.eslot.length);
+      for (let i = 0; i < this.eslot.length; i++) this.slotEntries[fill[this.eslot[i]]++] = i;
+      this.entryTick = new Int32Array(this.eslot.length);
+      for (let k = 0; k < this.N; k++) for (let i = this.tickStart[k]; i < this.tickStart[k + 1]; i++) this.entryTick[i] = k;
+      // per-frame output buffers
+      this.state = new Uint8Array(this.n);
+      this.entryAt = new Int32Array(this.n);
+      const ser = p.series;
+      this.cumKept = new Int32Array(this.N + 1);
+      for (let k = 0; k < this.N; k++) this.cumKept[k + 1] = this.cumKept[k] + ser.kept[k];
+      this.nKept = 0;
+      for (let i = 0; i < this.n; i++) if (!this.filler[i]) this.nKept++;
+    }
+    tokenText(id) {
+      if (id < 0) return "";
+      const v = this.p.vocab[String(id)];
+      return v === undefined ? "<" + id + ">" : v;
+    }
+    frameAtTime(t) {
+      // forwards finished by time t (binary search on the monotone clock)
+      if (t < this.prefill) return 0;
+      let lo = 0, hi = this.N;
+      while (lo < hi) { const mid = (lo + hi) >> 1; if (this.time[mid] <= t) lo = mid + 1; else hi = mid; }
+      return lo;
+    }
+    timeOfFrame(s) { return s <= 0 ? this.prefill : this.time[Math.min(s, this.N) - 1]; }
+    compute(s) {
+      s = Math.max(0, Math.min(s, this.N));
+      const st = this.state, ea = this.entryAt, c = this.commit, o = this.open;
+      const last = s - 1;
+      for (let i = 0; i < this.n; i++) {
+        ea[i] = -1;
+        const ci = c[i];
+        if (this.filler[i] && s > this.close[i] + 1) st[i] = HIDDEN;
+        else if (ci >= 0 && ci < last) st[i] = DONE;
+        else if (ci >= 0 && ci === last) st[i] = NOW;
+        else if (o[i] <= s) st[i] = MASKED;
+        else st[i] = UNREACHED;
+      }
+      if (last >= 0) {
+        for (let e = this.tickStart[last]; e < this.tickStart[last + 1]; e++) {
+          const i = this.eslot[e];
+          ea[i] = e;
+          if (!this.ecommit[e] && st[i] === MASKED && !this.maskIds.has(this.ecand[e])) st[i] = GHOST;
+        }
+      }
+      return s;
+    }
+    history(i) {
+      // the slot's guesses over forwards: [{tick, cand, conf, committed}]
+      const out = [];
+      for (let j = this.slotEntryStart[i]; j < this.slotEntryStart[i + 1]; j++) {
+        const e = this.slotEntries[j];
+        out.push({ tick: this.entryTick[e], cand: this.ecand[e], conf: this.econf[e], committed: !!this.ecommit[e], e });
+      }
+      out.sort((a, b) => a.tick - b.tick);
+      return out;
+    }
+    topk(e) {
+      const out = [];
+      for (let j = 0; j < 5; j++) {
+        const id = this.etopId[5 * e + j];
+        if (id >= 0) out.push({ id, p: this.etopP[5 * e + j] });
+      }
+      return out;
+    }
+  }
+
+  // ---- one pane: header, text, page overlay --------------------------------------------------
+  class Pane {
+    constructor(player, model, index, compact) {
+      this.player = player;
+      this.m = model;
+      this.index = index;
+      const p = model.p;
+      this.root = el("div", "mp-pane");
+      this.root.dataset.pane = String(index);
+      const head = el("div", "mp-pane-head");
+      const title = el("div", "mp-pane-title");
+      const dot = el("span", "mp-dot");
+      dot.style.background = player.colourOf(index);
+      title.appendChild(dot);
+      title.appendChild(el("span", "", p.label || p.decoder));
+      head.appendChild(title);
+      this.header = el("div", "mp-header");
+      this.header.setAttribute("aria-live", "off");
+      head.appendChild(this.header);
+      this.caption = el("div", "mp-caption");
+      head.appendChild(this.caption);
+      this.root.appendChild(head);
+      const body = el("div", compact ? "mp-body mp-body-compact" : "mp-body");
+      this.pageBox = el("div", "mp-page");
+      this.textBox = el("div", "mp-text");
+      this.textBox.setAttribute("tabindex", "0");
+      body.appendChild(this.pageBox);
+      body.appendChild(this.textBox);
+      this.root.appendChild(body);
+      this.buildText();
+      this.buildPage();
+      this.lastKey = new Float64Array(model.n).fill(-1);
+      this.lastRect = new Float64Array(model.n).fill(-1);
+      this.lastRegion = new Int8Array(p.regions.length).fill(-1);
+    }
+    buildText() {
+      const m = this.m, p = m.p, s = p.slots;
+      this.spans = new Array(m.n);
+      const frag = document.createDocumentFragment();
+      this.lineEls = [];
+      const fillerByRegion = p.regions.map(() => []);
+      for (let i = 0; i < m.n; i++) if (m.filler[i]) fillerByRegion[s.region[i]].push(i);
+      p.regions.forEach((r, ri) => {
+        const line = el("div", "mp-line");
+        line.dataset.region = String(ri);
+        const num = el("span", "mp-lineno", String(ri + 1));
+        line.appendChild(num);
+        const toks = el("span", "mp-toks");
+        const add = (i) => {
+          const sp = el("span", m.filler[i] ? "filler" : "token");
+          sp.dataset.i = String(i);
+          toks.appendChild(sp);
+          this.spans[i] = sp;
+        };
+        for (let k = 0; k < r.n; k++) add(r.start + k);
+        fillerByRegion[ri].forEach(add);
+        line.appendChild(toks);
+        frag.appendChild(line);
+        this.lineEls.push(line);
+      });
+      this.textBox.appendChild(frag);
+    }
+    buildPage() {
+      const p = this.m.p, m = this.m;
+      const W = p.page.w || 1000, H = p.page.h || 1400;
+      const svg = sv("svg", { viewBox: `0 0 ${W} ${H}`, class: "mp-svg", preserveAspectRatio: "xMidYMin meet" });
+      svg.setAttribute("role", "img");
+      svg.setAttribute("aria-label", "page with token boxes");
+      const stack = el("div", "mp-stack");
+      if (p.page.image) {
+        // the page raster is an <img> in its own layer under the SVG: recolouring boxes never re-rasters it
+        const img = el("img", "mp-page-img");
+        img.alt = "page";
+        img.decoding = "async";
+        img.src = p.page.image;
+        stack.appendChild(img);
+      } else {
+        sv("rect", { x: 0, y: 0, width: W, height: H, fill: "#fff", stroke: "#bbb" }, svg);
+      }
+      const regionLayer = sv("g", { class: "mp-regions" }, svg);
+      this.regionRects = p.regions.map((r, ri) => {
+        const b = r.bbox;
+        const rect = sv("rect", { x: b[0], y: b[1], width: Math.max(1, b[2] - b[0]), height: Math.max(1, b[3] - b[1]), class: "mp-region" }, regionLayer);
+        rect.dataset.region = String(ri);
+        return rect;
+      });
+      const boxLayer = sv("g", { class: "mp-boxes" }, svg);
+      this.rects = new Array(m.n);
+      this.hasBoxes = false;
+      const boxes = p.slots.box;
+      for (let i = 0; i < m.n; i++) {
+        const b = boxes[i];
+        if (!b) continue;
+        this.hasBoxes = true;
+        const rect = sv("rect", { x: b[0], y: b[1], width: Math.max(1, b[2] - b[0]), height: Math.max(1, b[3] - b[1]), class: "mp-box st-unreached" }, boxLayer);
+        rect.dataset.i = String(i);
+        this.rects[i] = rect;
+      }
+      if (!p.page.image) {
+        // no page image (a trace loaded on its own): write the ground truth, or the decoded text, in the region boxes
+        const textLayer = sv("g", { class: "mp-ghostpage" }, svg);
+        textLayer.setAttribute("pointer-events", "none");
+        p.regions.forEach((r) => {
+          const b = r.bbox, h = Math.max(4, b[3] - b[1]);
+          const t = sv("text", { x: b[0], y: b[1] + h * 0.8, "font-size": h * 0.7, textLength: Math.max(1, b[2] - b[0]), lengthAdjust: "spacingAndGlyphs" }, textLayer);
+          t.textContent = r.gt != null ? r.gt : r.text;
+        });
+        boxLayer.parentNode.appendChild(boxLayer); // boxes on top
+      }
+      this.svg = svg;
+      stack.style.aspectRatio = `${W} / ${H}`;
+      stack.appendChild(svg);
+      this.pageBox.appendChild(stack);
+      const note = el("div", "mp-page-note");
+      const src = p.page.source ? String(p.page.source) : "page";
+      note.textContent = (p.page.image ? src : src + " (page image not available: showing its text)") +
+        (this.hasBoxes ? "" : " · no token boxes in this trace: region boxes only");
+      this.pageBox.appendChild(note);
+    }
+    render(s, opts) {
+      const m = this.m, p = m.p;
+      s = m.compute(s);
+      this.frame = s;
+      const st = m.state, ea = m.entryAt;
+      const colourBy = opts.colourBy, ramp = RAMPS[colourBy === "commit" ? "commit" : "confidence"];
+      const N = Math.max(1, m.N - 1), under = opts.underline, ghosts = opts.ghosts;
+      for (let i = 0; i < m.n; i++) {
+        let state = st[i];
+        const e = ea[i];
+        let cand = -1, conf = 0;
+        if (state === GHOST) {
+          if (ghosts) { cand = m.ecand[e]; conf = m.econf[e]; } else state = MASKED;
+        } else if (state === NOW || state === DONE) {
+          conf = m.conf[i];
+        }
+        let ci = 0;
+        if (state === NOW || state === DONE) ci = colourBy === "commit" ? Math.round(100 * m.commit[i] / N) : Math.round(100 * conf);
+        else if (state === GHOST) ci = Math.round(100 * conf);
+        const low = (state === NOW || state === DONE) && conf < under ? 1 : 0;
+        const key = state + 8 * (ci + 128 * (low + 2 * (cand + 1)));
+        if (key !== this.lastKey[i]) {
+          this.lastKey[i] = key;
+          const sp = this.spans[i];
+          let raw = null;
+          if (state === NOW || state === DONE) raw = m.stop[i] || m.filler[i] ? m.tokenText(m.ids[i]) : p.slots.text[i];
+          else if (state === GHOST) raw = m.tokenText(cand);
+          let cls = (m.filler[i] ? "filler " : "token ") + STATE_CLASS[state];
+          if (low) cls += " low";
+          if (m.stop[i] || (raw !== null && SPECIAL.test(raw))) cls += " special";
+          if (this.selected === i) cls += " sel";
+          sp.className = cls;
+          if (state === NOW || state === DONE) {
+            const c = ramp[ci];
+            sp.style.background = c.bg;
+            sp.style.color = c.fg;
+            sp.textContent = m.stop[i] && raw === "" ? "EOS" : displayToken(raw);
+          } else if (state === GHOST) {
+            sp.style.background = "";
+            sp.style.color = `rgba(30,36,46,${(0.2 + 0.8 * conf).toFixed(2)})`;
+            sp.textContent = displayToken(raw);
+          } else {
+            sp.style.background = "";
+            sp.style.color = "";
+            sp.textContent = state === MASKED ? MASK_GLYPH : "";
+          }
+          const r = this.rects[i];
+          if (r) {
+            let rc = "mp-box " + STATE_CLASS[state];
+            if (low) rc += " low";
+            if (this.selected === i) rc += " sel";
+            r.setAttribute("class", rc);
+            if (state === NOW || state === DONE) r.setAttribute("fill", ramp[ci].solid);
+            else if (state === GHOST) { r.setAttribute("fill", RAMPS.confidence[ci].solid); r.setAttribute("fill-opacity", String(0.1 + 0.35 * conf)); }
+            else r.removeAttribute("fill");
+            if (state !== GHOST) r.removeAttribute("fill-opacity");
+          }
+        }
+      }
+      // region boxes: active (decoding at this forward) / done / waiting
+      const active = this.activeRegions(s);
+      p.regions.forEach((r, ri) => {
+        const first = r.start, lastSlot = r.start + r.n - 1;
+        let state = 0;
+        if (active.has(ri)) state = 2;
+        else if (r.n > 0 && m.commit[lastSlot] >= 0 && m.commit[lastSlot] < s) state = 3;
+        else if (r.n > 0 && m.open[first] <= s) state = 1;
+        if (state !== this.lastRegion[ri]) {
+          this.lastRegion[ri] = state;
+          this.regionRects[ri].setAttribute("class", "mp-region rs-" + state);
+          this.lineEls[ri].classList.toggle("active", state === 2);
+        }
+      });
+      this.renderHeader(s, active.size);
+    }
+    activeRegions(s) {
+      const m = this.m, set = new Set();
+      if (s >= 1 && s <= m.N) for (let e = m.tickStart[s - 1]; e < m.tickStart[s]; e++) set.add(m.p.slots.region[m.eslot[e]]);
+      return set;
+    }
+    renderHeader(s, nActive) {
+      const m = this.m, p = m.p, ser = p.series, k = s - 1;
+      const parts = [];
+      const done = m.cumKept[Math.min(s, m.N)];
+      if (!p.recorded) {
+        parts.push(`forward ${s}/${m.N}`, `${done}/${m.nKept} tokens committed`);
+        this.setHeader(parts, "This trace was recorded without per-step data: only commit times are known.");
+        return;
+      }
+      if (p.decoder === "diffusion") {
+        const B = p.n_blocks || 1;
+        if (s === 0) {
+          parts.push(`block 1/${B}`, `step 0/${ser.steps[0] || 0}`, `masks left ${m.tickStart[1] - m.tickStart[0]}`, "committed this step 0");
+        } else {
+          parts.push(`block ${(ser.block[k] == null ? 0 : ser.block[k]) + 1}/${B}`, `step ${ser.step[k]}/${ser.steps[k]}`,
+            `masks left ${ser.masks_left[k]}`, `committed this step ${ser.committed[k]}`);
+        }
+      } else {
+        parts.push(`token step ${s}/${m.N}`, `lines decoding ${s === 0 ? p.regions.length : nActive}`,
+          `committed this step ${s === 0 ? 0 : ser.committed[k]}`);
+      }
+      this.setHeader(parts, this.explain(s));
+    }
+    setHeader(parts, caption) {
+      const text = parts.join(" · ");
+      if (text !== this._headerText) { this.header.textContent = text; this._headerText = text; }
+      if (caption !== this._caption) { this.caption.textContent = caption; this._caption = caption; }
+    }
+    explain(s) {
+      const m = this.m, p = m.p, ser = p.series, k = s - 1;
+      if (s === 0) {
+        return p.decoder === "diffusion"
+          ? `Start: the page is encoded (prefill ${fmtS(m.prefill)}); each line's first block of ${p.block_length} positions is all masks.`
+          : `Start: the page is encoded (prefill ${fmtS(m.prefill)}); each line will be read one token per forward pass.`;
+      }
+      const lines = ser.regions[k];
+      if (p.decoder !== "diffusion") return `Forward ${s}: every line still decoding (${lines}) appends exactly one token.`;
+      const th = p.threshold;
+      const strategy = (p.params.strategy || "").replace(/_/g, " ");
+      const forced = ser.forced[k] ? ` ${ser.forced[k]} forced at the step limit.` : "";
+      if (th != null && ser.above) {
+        const above = ser.above[k];
+        if (above >= ser.committed[k]) return `Forward ${s}: ${above} guesses above the ${th} threshold were committed, over ${lines} line(s).${forced}`;
+        return `Forward ${s}: only ${above} guesses passed the ${th} threshold, so the quota committed the ${ser.committed[k]} most confident, over ${lines} line(s).${forced}`;
+      }
+      return `Forward ${s}: ${strategy || "policy"} committed ${ser.committed[k]} position(s) over ${lines} line(s).${forced}`;
+    }
+    select(i, scroll) {
+      const prev = this.selected;
+      this.selected = i;
+      if (prev != null && prev >= 0) {
+        this.spans[prev] && this.spans[prev].classList.remove("sel");
+        this.rects[prev] && this.rects[prev].classList.remove("sel");
+        this.lastKey[prev] = -1;
+      }
+      if (i == null || i < 0) return;
+      const sp = this.spans[i], r = this.rects[i];
+      sp && sp.classList.add("sel");
+      r && r.classList.add("sel");
+      this.lastKey[i] = -1;
+      if (scroll === "text" && sp) sp.scrollIntoView({ block: "nearest", inline: "nearest" });
+      if (scroll === "page" && r) r.scrollIntoView({ block: "nearest", inline: "nearest" });
+    }
+  }
+
+  function displayToken(text) {
+    // keep layout: a newline token shows as a visible mark; specials compact; other text as is
+    if (SPECIAL.test(text)) return shortSpecial(text);
+    return text.replace(/\n/g, "↵\n");
+  }
+
+  // ---- charts tied to the scrubber ----------------------------------------------------------
+  const CHARTS = [
+    { key: "masks_left", title: "Masks left in open blocks", y: (ser, k) => ser.masks_left[k], kind: "area" },
+    { key: "committed", title: "Tokens committed per forward", y: (ser, k) => ser.committed[k], kind: "bar" },
+    { key: "conf", title: "Guess confidence: min and mean vs threshold", y: (ser, k) => ser.conf_mean[k], y2: (ser, k) => ser.conf_min[k], kind: "conf", max: 1 },
+    { key: "progress", title: "Text committed so far", kind: "progress", max: 1 },
+  ];
+
+  class Charts {
+    constructor(player) {
+      this.player = player;
+      this.root = el("div", "mp-charts");
+      this.charts = CHARTS.map((c) => {
+        const box = el("figure", "mp-chart");
+        const cap = el("figcaption", "", c.title);
+        box.appendChild(cap);
+        const svg = sv("svg", { viewBox: "0 0 300 110", preserveAspectRatio: "none", class: "mp-chart-svg" });
+        box.appendChild(svg);
+        const read = el("div", "mp-chart-read");
+        box.appendChild(read);
+        this.root.appendChild(box);
+        svg.addEventListener("click", (ev) => {
+          const r = svg.getBoundingClientRect();
+          const fx = (ev.clientX - r.left) / r.width;
+          this.player.seekFraction((fx * 300 - PADL) / (300 - PADL - PADR));
+        });
+        return { c, svg, read };
+      });
+    }
+    build() {
+      const pl = this.player;
+      const xOf = pl.xOf.bind(pl);
+      this.charts.forEach((ch) => {
+        const svg = ch.svg;
+        while (svg.firstChild) svg.removeChild(svg.firstChild);
+        let ymax = ch.c.max || 1;
+        if (!ch.c.max) pl.models.forEach((m) => { for (let k = 0; k < m.N; k++) ymax = Math.max(ymax, ch.c.y(m.p.series, k) || 0); });
+        const Y = (v) => 100 - (v / ymax) * 88;
+        sv("line", { x1: PADL, x2: 300 - PADR, y1: 100, y2: 100, class: "mp-axis" }, svg);
+        const lab = sv("text", { x: PADL - 3, y: 15, class: "mp-tick", "text-anchor": "end" }, svg);
+        lab.textContent = ch.c.max ? (ch.c.key === "progress" ? "100%" : "1") : String(ymax);
+        const lab0 = sv("text", { x: PADL - 3, y: 100, class: "mp-tick", "text-anchor": "end" }, svg);
+        lab0.textContent = "0";
+        pl.models.forEach((m, mi) => {
+          const colour = pl.models.length > 1 ? pl.colourOf(mi) : null;
+          const ser = m.p.series;
+          const cls = "mp-series s" + mi;
+          if (ch.c.kind === "progress") {
+            let d = `M${xOf(m, 0).toFixed(1)},${Y(0).toFixed(1)}`;
+            for (let s = 1; s <= m.N; s++) d += `L${xOf(m, s).toFixed(1)},${Y(m.cumKept[s] / Math.max(1, m.nKept)).toFixed(1)}`;
+            const path = sv("path", { d, class: cls + " line" }, svg);
+            if (colour) path.style.stroke = colour;
+            return;
+          }
+          if (!m.p.recorded) return;
+          if (ch.c.kind === "bar" || ch.c.kind === "area") {
+            let d = `M${xOf(m, 0).toFixed(1)},100`;
+            for (let k = 0; k < m.N; k++) {
+              const v = ch.c.y(ser, k) || 0, x0 = xOf(m, k), x1 = xOf(m, k + 1);
+              d += `L${x0.toFixed(1)},${Y(v).toFixed(1)}L${x1.toFixed(1)},${Y(v).toFixed(1)}`;
+            }
+            d += `L${xOf(m, m.N).toFixed(1)},100Z`;
+            const path = sv("path", { d, class: cls + " fill" }, svg);
+            if (colour) { path.style.fill = colour; path.style.stroke = colour; }
+          } else if (ch.c.kind === "conf") {
+            [ch.c.y, ch.c.y2].forEach((f, j) => {
+              let d = "";
+              for (let k = 0; k < m.N; k++) {
+                const v = f(ser, k);
+                if (v == null) continue;
+                const x = (xOf(m, k) + xOf(m, k + 1)) / 2;
+                d += (d ? "L" : "M") + x.toFixed(1) + "," + Y(v).toFixed(1);
+              }
+              if (!d) return;
+              const path = sv("path", { d, class: cls + " line" + (j ? " minline" : "") }, svg);
+              if (colour) path.style.stroke = colour;
+            });
+            if (m.p.threshold != null) {
+              const ty = Y(m.p.threshold);
+              sv("line", { x1: PADL, x2: 300 - PADR, y1: ty, y2: ty, class: "mp-threshold" }, svg);
+              const t = sv("text", { x: 300 - PADR, y: ty - 2, class: "mp-tick", "text-anchor": "end" }, svg);
+              t.textContent = "threshold " + m.p.threshold;
+            }
+          }
+        });
+        ch.cursor = sv("line", { x1: PADL, x2: PADL, y1: 4, y2: 104, class: "mp-cursor" }, svg);
+        const xl = sv("text", { x: 300 - PADR, y: 109, class: "mp-tick", "text-anchor": "end" }, svg);
+        xl.textContent = pl.clock === "wall" ? fmtS(pl.maxTime()) : "forward " + pl.maxFrame();
+      });
+    }
+    update() {
+      const pl = this.player, x = pl.cursorX();
+      this.charts.forEach((ch) => {
+        if (ch.cursor) { ch.cursor.setAttribute("x1", x.toFixed(1)); ch.cursor.setAttribute("x2", x.toFixed(1)); }
+        const parts = pl.models.map((m, mi) => {
+          const s = pl.frameOf(m), k = s - 1, ser = m.p.series;
+          const who = pl.models.length > 1 ? (m.p.decoder === "ar" ? "AR" : m.p.decoder) + ": " : "";
+          if (ch.c.kind === "progress") return who + Math.round(100 * m.cumKept[s] / Math.max(1, m.nKept)) + "%";
+          if (!m.p.recorded) return who + "–";
+          if (k < 0 || k >= m.N) return who + "–";
+          if (ch.c.kind === "conf") {
+            const a = ser.conf_mean[k], b = ser.conf_min[k];
+            return who + (a == null ? "–" : `mean ${a.toFixed(2)}, min ${b.toFixed(2)}`);
+          }
+          return who + String(ch.c.y(ser, k));
+        });
+        const t = parts.join(" · ");
+        if (t !== ch._t) { ch.read.textContent = t; ch._t = t; }
+      });
+    }
+  }
+  const PADL = 26, PADR = 6;
+
+  // ---- the player: controls, panes, charts, tooltip -------------------------------------------
+  class Player {
+    constructor(root) {
+      this.root = root;
+      root.classList.add("mp");
+      root.setAttribute("tabindex", "0");
+      this.opts = { colourBy: "confidence", ghosts: true, underline: 0.5 };
+      this.clock = "forward";
+      this.playing = false;
+      this.t = 0; // wall-clock position (s)
+      this.s = 0; // forward-clock position (frame)
+      this.speedForward = 8; // forwards per second
+      this.speedWall = 1; // x real time
+      this.pinned = null;
+      this._raf = null;
+      this.onKey = this.onKey.bind(this);
+      root.addEventListener("keydown", this.onKey);
+    }
+    load(payload) {
+      this.pause();
+      const root = this.root;
+      while (root.firstChild) root.removeChild(root.firstChild);
+      this.pinned = null;
+      if (!payload || payload.kind !== "mudiff-player") {
+        const empty = el("div", "mp-empty", payload && payload.message ? payload.message : "Run a decode (or load a trace) to see it here, step by step.");
+        root.appendChild(empty);
+        this.models = [];
+        this.panes = [];
+        return;
+      }
+      const list = payload.mode === "compare" ? payload.panes : [payload];
+      this.compare = list.length > 1;
+      this.models = list.map((p) => new TraceModel(p));
+      this.buildControls();
+      this.buildLegend();
+      const panesBox = el("div", this.compare ? "mp-panes mp-compare" : "mp-panes");
+      this.panes = this.models.map((m, i) => new Pane(this, m, i, this.compare));
+      this.panes.forEach((p) => panesBox.appendChild(p.root));
+      root.appendChild(panesBox);
+      this.inspect = el("div", "mp-inspect");
+      this.inspect.appendChild(el("div", "mp-inspect-hint", "Hover a token or a box for its alternatives; click to pin it here (Esc to unpin)."));
+      root.appendChild(this.inspect);
+      this.strip = el("div", "mp-strip");
+      root.appendChild(this.strip);
+      this.charts = new Charts(this);
+      root.appendChild(this.charts.root);
+      this.tip = el("div", "mp-tip");
+      this.tip.hidden = true;
+      root.appendChild(this.tip);
+      this.bindHover();
+      this.setClock("forward");
+      this.seekFrame(this.compare ? 0 : this.maxFrame());
+    }
+    colourOf(i) {
+      // diffusion blue, AR vermilion (as in the plotly figures), unless both panes share a decoder
+      const ds = this.models.map((m) => m.p.decoder);
+      if (new Set(ds).size === ds.length) return ds[i] === "ar" ? "#d55e00" : "#0072b2";
+      return PANE_COLOURS[i % PANE_COLOURS.length];
+    }
+    // ----- clock helpers
+    maxFrame() { return Math.max(...this.models.map((m) => m.N)); }
+    maxTime() { return Math.max(...this.models.map((m) => m.wall)); }
+    frameOf(m) { return this.clock === "wall" ? m.frameAtTime(this.t) : Math.min(this.s, m.N); }
+    xOf(m, s) {
+      // x position (chart units) of frame s of model m on the current clock
+      const w = 300 - PADL - PADR;
+      if (this.clock === "wall") return PADL + w * m.timeOfFrame(s) / Math.max(1e-9, this.maxTime());
+      return PADL + w * s / Math.max(1, this.maxFrame());
+    }
+    cursorX() {
+      const w = 300 - PADL - PADR;
+      if (this.clock === "wall") return PADL + w * this.t / Math.max(1e-9, this.maxTime());
+      return PADL + w * this.s / Math.max(1, this.maxFrame());
+    }
+    // ----- controls
+    buildControls() {
+      const bar = el("div", "mp-controls");
+      const btn = (cls, text, label, fn) => {
+        const b = el("button", "mp-btn " + cls);
+        b.appendChild(icon(cls === "play" ? "play" : cls));
+        if (text) b.appendChild(el("span", "mp-btn-text", text));
+        b.type = "button";
+        b.setAttribute("aria-label", label);
+        b.title = label;
+        b.addEventListener("click", fn);
+        bar.appendChild(b);
+        return b;
+      };
+      btn("to-start", "", "Back to the start (Home)", () => { this.pause(); this.seekFrame(0); });
+      btn("step-back", "", "One step back (←)", () => { this.pause(); this.stepBy(-1); });
+      this.playBtn = btn("play", "Play", "Play / pause (space)", () => this.toggle());
+      btn("step-fwd", "", "One step forward (→)", () => { this.pause(); this.stepBy(1); });
+      btn("to-end", "", "Jump to the end (End)", () => { this.pause(); this.seekFrame(this.maxFrame()); });
+      const scrub = el("input", "mp-scrub");
+      scrub.type = "range";
+      scrub.min = "0";
+      scrub.setAttribute("aria-label", "scrub through the decode");
+      scrub.addEventListener("input", () => {
+        this.pause();
+        if (this.clock === "wall") this.seekTime(Number(scrub.value) / 1000);
+        else this.seekFrame(Number(scrub.value));
+      });
+      this.scrub = scrub;
+      bar.appendChild(scrub);
+      this.clockLabel = el("span", "mp-clock");
+      bar.appendChild(this.clockLabel);
+      const row2 = el("div", "mp-controls mp-controls-2");
+      const field = (label, input) => {
+        const l = el("label", "mp-field");
+        l.appendChild(el("span", "", label));
+        l.appendChild(input);
+        row2.appendChild(l);
+        return input;
+      };
+      const select = (cls, options, value, fn) => {
+        const s = el("select", cls);
+        options.forEach(([v, t]) => { const o = el("option", "", t); o.value = v; s.appendChild(o); });
+        s.value = value;
+        s.addEventListener("change", () => fn(s.value));
+        return s;
+      };
+      this.clockSel = field("Clock", select("mp-clocksel", [["forward", "forward passes"], ["wall", "wall time"]], "forward", (v) => this.setClock(v)));
+      this.speedSel = field("Speed", select("mp-speed", [], "", (v) => this.setSpeed(Number(v))));
+      field("Colour by", select("mp-colour", [["confidence", "confidence"], ["commit", "commit step"]], "confidence", (v) => { this.opts.colourBy = v; this.buildLegend(); this.redraw(true); }));
+      const ghosts = el("input", "mp-ghosts");
+      ghosts.type = "checkbox";
+      ghosts.checked = true;
+      ghosts.addEventListener("change", () => { this.opts.ghosts = ghosts.checked; this.redraw(true); });
+      field("Show guesses", ghosts);
+      const under = el("input", "mp-under");
+      under.type = "number";
+      under.min = "0"; under.max = "1"; under.step = "0.05";
+      under.value = String(this.opts.underline);
+      under.addEventListener("change", () => { const v = Number(under.value); if (v >= 0 && v <= 1) { this.opts.underline = v; this.buildLegend(); this.redraw(true); } });
+      field("Underline below", under);
+      this.root.appendChild(bar);
+      this.root.appendChild(row2);
+    }
+    buildLegend() {
+      if (!this.legend) { this.legend = el("div", "mp-legend"); this.root.appendChild(this.legend); }
+      const lg = this.legend;
+      while (lg.firstChild) lg.removeChild(lg.firstChild);
+      const states = [["st-unreached", "not yet reached", ""], ["st-masked", "masked", MASK_GLYPH], ["st-ghost", "ghost guess (faded by confidence)", "g"],
+        ["st-now", "committed this step", "a"], ["st-done", "committed earlier", "a"], ["st-done low", "low confidence (< " + this.opts.underline + ")", "a"]];
+      const stBox = el("div", "mp-legend-states");
+      states.forEach(([cls, label, sample]) => {
+        const item = el("span", "mp-legend-item");
+        const sw = el("span", "token " + cls, sample || "·");
+        if (cls.startsWith("st-now") || cls.startsWith("st-done")) { sw.style.background = RAMPS.confidence[90].bg; sw.style.color = RAMPS.confidence[90].fg; }
+        if (cls === "st-done low") { sw.style.background = RAMPS.confidence[30].bg; sw.style.color = RAMPS.confidence[30].fg; }
+        if (cls === "st-ghost") sw.style.color = "rgba(30,36,46,.55)";
+        item.appendChild(sw);
+        item.appendChild(el("span", "", label));
+        stBox.appendChild(item);
+      });
+      lg.appendChild(stBox);
+      const rampBox = el("div", "mp-legend-ramp");
+      const commitMode = this.opts.colourBy === "commit";
+      const ramp = RAMPS[commitMode ? "commit" : "confidence"];
+      rampBox.appendChild(el("span", "", commitMode ? "commit step: first" : "confidence 0"));
+      const bar = el("span", "mp-ramp");
+      bar.style.background = "linear-gradient(to right," + [0, 25, 50, 75, 100].map((i) => ramp[i].bg).join(",") + ")";
+      const th = this.models.length && this.models.find((m) => m.p.threshold != null);
+      if (th && !commitMode) {
+        const mark = el("span", "mp-ramp-mark");
+        mark.style.left = (100 * th.p.threshold) + "%";
+        mark.title = "threshold " + th.p.threshold;
+        bar.appendChild(mark);
+      }
+      rampBox.appendChild(bar);
+      rampBox.appendChild(el("span", "", commitMode ? "last" : "1" + (th ? " (| = threshold " + th.p.threshold + ")" : "")));
+      lg.appendChild(rampBox);
+    }
+    setClock(v) {
+      const wasTime = this.currentTime();
+      this.clock = v;
+      if (this.clockSel && this.clockSel.value !== v) this.clockSel.value = v;
+      const sel = this.speedSel;
+      while (sel.firstChild) sel.removeChild(sel.firstChild);
+      const opts = v === "wall" ? [[0.1, "0.1× real time"], [0.25, "0.25×"], [0.5, "0.5×"], [1, "1× (real time)"], [2, "2×"], [5, "5×"]]
+        : [[1, "1 forward/s"], [2, "2 /s"], [4, "4 /s"], [8, "8 /s"], [16, "16 /s"], [32, "32 /s"], [64, "64 /s"]];
+      opts.forEach(([val, t]) => { const o = el("option", "", t); o.value = String(val); sel.appendChild(o); });
+      sel.value = String(v === "wall" ? this.speedWall : this.speedForward);
+      if (v === "wall") {
+        this.scrub.max = String(Math.round(1000 * this.maxTime()));
+        this.scrub.step = "1";
+        this.t = wasTime;
+      } else {
+        this.scrub.max = String(this.maxFrame());
+        this.scrub.step = "1";
+        // keep the frame of the first pane
+        this.s = this.models.length ? this.models[0].frameAtTime(wasTime) : 0;
+      }
+      this.charts.build();
+      this.buildStrip();
+      this.redraw(false);
+    }
+    currentTime() {
+      if (!this.models || !this.models.length) return 0;
+      if (this.clock === "wall") return this.t;
+      return this.models[0].timeOfFrame(this.s);
+    }
+    setSpeed(v) { if (this.clock === "wall") this.speedWall = v; else this.speedForward = v; }
+    buildStrip() {
+      // wall-time map per pane: prefill (hatched), then one tick per forward; cursor at the current time
+      const st = this.strip;
+      while (st.firstChild) st.removeChild(st.firstChild);
+      const T = Math.max(1e-9, this.maxTime());
+      this.stripCursors = [];
+      this.models.forEach((m, mi) => {
+        const row = el("div", "mp-strip-row");
+        const label = el("span", "mp-strip-label", (this.compare ? (m.p.decoder === "ar" ? "AR" : m.p.decoder) + " " : "") + "wall time");
+        row.appendChild(label);
+        const svg = sv("svg", { viewBox: "0 0 1000 14", preserveAspectRatio: "none", class: "mp-strip-svg" });
+        const pw = 1000 * m.prefill / T;
+        sv("rect", { x: 0, y: 1, width: Math.max(0.5, pw), height: 12, class: "mp-prefill" }, svg);
+        sv("rect", { x: pw, y: 1, width: Math.max(0, 1000 * m.wall / T - pw), height: 12, class: "mp-decode" }, svg);
+        let d = "";
+        const step = Math.max(1, Math.ceil(m.N / 400));
+        for (let k = 0; k < m.N; k += step) { const x = 1000 * m.time[k] / T; d += `M${x.toFixed(1)},2V12`; }
+        if (d) sv("path", { d, class: "mp-ticks" }, svg);
+        const cur = sv("line", { x1: 0, x2: 0, y1: 0, y2: 14, class: "mp-strip-cursor" }, svg);
+        this.stripCursors.push(cur);
+        svg.addEventListener("click", (ev) => {
+          const r = svg.getBoundingClientRect();
+          this.pause();
+          const t = T * (ev.clientX - r.left) / r.width;
+          if (this.clock === "wall") this.seekTime(t); else this.seekFrame(m.frameAtTime(t));
+        });
+        row.appendChild(svg);
+        const info = el("span", "mp-strip-info", `prefill ${fmtS(m.prefill)} + decode ${fmtS(m.wall - m.prefill)}`);
+        row.appendChild(info);
+        st.appendChild(row);
+      });
+    }
+    // ----- seeking and playback
+    seekFraction(f) {
+      f = Math.max(0, Math.min(1, f));
+      this.pause();
+      if (this.clock === "wall") this.seekTime(f * this.maxTime());
+      else this.seekFrame(Math.round(f * this.maxFrame()));
+    }
+    seekFrame(s) {
+      this.s = Math.max(0, Math.min(this.maxFrame(), Math.round(s)));
+      if (this.clock === "wall") this.t = this.models[0].timeOfFrame(this.s);
+      this.redraw(false);
+    }
+    seekTime(t) {
+      this.t = Math.max(0, Math.min(this.maxTime(), t));
+      this.redraw(false);
+    }
+    stepBy(d) {
+      if (this.clock === "wall") {
+        // step to the next/previous forward boundary of the first pane that moves
+        const m = this.models[0];
+        const f = m.frameAtTime(this.t);
+        const target = Math.max(0, Math.min(m.N, f + d));
+        this.seekTime(m.timeOfFrame(target) + (d > 0 ? 1e-6 : 0));
+      } else this.seekFrame(this.s + d);
+    }
+    atEnd() { return this.clock === "wall" ? this.t >= this.maxTime() - 1e-9 : this.s >= this.maxFrame(); }
+    toggle() { if (this.playing) this.pause(); else this.play(); }
+    play() {
+      if (!this.models.length) return;
+      if (this.atEnd()) { if (this.clock === "wall") this.t = 0; else this.s = 0; }
+      this.playing = true;
+      this.setPlayButton(true);
+      let last = performance.now(), acc = 0;
+      const tick = (now) => {
+        if (!this.playing) return;
+        const dt = Math.min(0.25, (now - last) / 1000);
+        last = now;
+        if (this.clock === "wall") {
+          this.t = Math.min(this.maxTime(), this.t + dt * this.speedWall);
+          this.redraw(false);
+        } else {
+          acc += dt * this.speedForward;
+          if (acc >= 1) { const n = Math.floor(acc); acc -= n; this.s = Math.min(this.maxFrame(), this.s + n); this.redraw(false); }
+        }
+        if (this.atEnd()) { this.pause(); return; }
+        this._raf = requestAnimationFrame(tick);
+      };
+      this._raf = requestAnimationFrame(tick);
+    }
+    pause() {
+      this.playing = false;
+      if (this._raf) cancelAnimationFrame(this._raf);
+      this._raf = null;
+      if (this.playBtn) this.setPlayButton(false);
+    }
+    setPlayButton(playing) {
+      const b = this.playBtn;
+      while (b.firstChild) b.removeChild(b.firstChild);
+      b.appendChild(icon(playing ? "pause" : "play"));
+      b.appendChild(el("span", "mp-btn-text", playing ? "Pause" : "Play"));
+      b.classList.toggle("playing", playing);
+    }
+    redraw(force) {
+      if (!this.models || !this.models.length) return;
+      if (force) this.panes.forEach((p) => p.lastKey.fill(-1));
+      this.panes.forEach((p, i) => p.render(this.frameOf(this.models[i]), this.opts));
+      const v = this.clock === "wall" ? Math.round(this.t * 1000) : this.s;
+      if (Number(this.scrub.value) !== v) this.scrub.value = String(v);
+      this.scrub.style.setProperty("--pos", (100 * v / Math.max(1, Number(this.scrub.max))) + "%");
+      const m0 = this.models[0];
+      const t = this.clock === "wall" ? this.t : m0.timeOfFrame(this.s);
+      const f = this.frameOf(m0);
+      let label;
+      if (this.clock === "wall") {
+        label = t < m0.prefill ? `t = ${fmtS(t)} · prefill (vision encoder + prompt)` : `t = ${fmtS(t)} · forward ${f}/${m0.N}`;
+      } else {
+        label = `forward ${this.s}/${this.maxFrame()} · t = ${fmtS(t)}`;
+      }
+      if (label !== this._label) { this.clockLabel.textContent = label; this._label = label; }
+      this.charts.update();
+      const T = Math.max(1e-9, this.maxTime());
+      this.stripCursors.forEach((c, i) => {
+        const x = (1000 * (this.clock === "wall" ? this.t : this.models[i].timeOfFrame(this.frameOf(this.models[i]))) / T).toFixed(1);
+        c.setAttribute("x1", x); c.setAttribute("x2", x);
+      });
+      if (this.pinned) this.showDetails(this.inspect, this.pinned.pane, this.pinned.i, true);
+      if (this.hover && !this.tip.hidden) this.showDetails(this.tip, this.hover.pane, this.hover.i, false);
+    }
+    // ----- hover / click details
+    bindHover() {
+      this.panes.forEach((pane, pi) => {
+        const find = (ev) => {
+          const t = ev.target.closest ? ev.target.closest("[data-i]") : null;
+          return t && pane.root.contains(t) ? Number(t.dataset.i) : -1;
+        };
+        const over = (ev) => {
+          const i = find(ev);
+          if (i < 0) return;
+          this.hover = { pane: pi, i };
+          this.showDetails(this.tip, pi, i, false);
+          this.tip.hidden = false;
+          this.placeTip(ev);
+        };
+        const out = (ev) => {
+          const to = ev.relatedTarget;
+          if (to && to.closest && to.closest("[data-i]")) return;
+          this.tip.hidden = true;
+          this.hover = null;
+        };
+        const click = (ev, scroll) => {
+          const i = find(ev);
+          if (i < 0) return;
+          this.pinned = { pane: pi, i };
+          this.panes.forEach((p, j) => p.select(j === pi ? i : null, null));
+          pane.select(i, scroll);
+          this.showDetails(this.inspect, pi, i, true);
+          this.inspect.classList.add("pinned");
+        };
+        [pane.textBox, pane.svg].forEach((box) => {
+          box.addEventListener("mouseover", over);
+          box.addEventListener("mousemove", (ev) => { if (!this.tip.hidden) this.placeTip(ev); });
+          box.addEventListener("mouseout", out);
+        });
+        pane.textBox.addEventListener("click", (ev) => click(ev, "page"));
+        pane.svg.addEventListener("click", (ev) => click(ev, "text"));
+      });
+    }
+    placeTip(ev) {
+      const r = this.root.getBoundingClientRect();
+      const tw = this.tip.offsetWidth || 280, th = this.tip.offsetHeight || 200;
+      let x = ev.clientX - r.left + 14, y = ev.clientY - r.top + 14;
+      if (x + tw > r.width) x = Math.max(0, ev.clientX - r.left - tw - 14);
+      if (ev.clientY + th + 14 > window.innerHeight) y = Math.max(0, ev.clientY - r.top - th - 14);
+      this.tip.style.left = x + "px";
+      this.tip.style.top = y + "px";
+    }
+    showDetails(box, pi, i, pinned) {
+      const pane = this.panes[pi], m = pane.m, p = m.p;
+      const s = pane.frame, state = m.state[i], e = m.entryAt[i];
+      while (box.firstChild) box.removeChild(box.firstChild);
+      const head = el("div", "mp-d-head");
+      const finalText = m.filler[i] ? m.tokenText(m.ids[i]) : (m.stop[i] ? m.tokenText(m.ids[i]) : p.slots.text[i]);
+      const q = el("span", "mp-d-token", visible(finalText));
+      head.appendChild(q);
+      head.appendChild(el("span", "mp-d-where", `${p.regions.length > 1 ? "line " + (p.slots.region[i] + 1) + ", " : ""}position ${p.slots.pos[i] + 1}` +
+        (m.filler[i] ? " · after the end-of-text token (discarded)" : m.stop[i] ? " · end of text" : "")));
+      if (pinned) {
+        const x = el("button", "mp-d-close", "×");
+        x.type = "button";
+        x.setAttribute("aria-label", "unpin");
+        x.addEventListener("click", () => this.unpin());
+        head.appendChild(x);
+      }
+      box.appendChild(head);
+      const c = m.commit[i];
+      const status = el("div", "mp-d-status");
+      status.appendChild(el("strong", "", STATE_NAMES[state === GHOST && !this.opts.ghosts ? MASKED : state]));
+      if (c >= 0) status.appendChild(el("span", "", ` · committed at forward ${c + 1} (t = ${fmtS(m.time[c])}) with confidence ${pct(m.filler[i] ? (e >= 0 ? m.econf[e] : 0) : m.conf[i])}`));
+      else status.appendChild(el("span", "", " · never committed (decode stopped)"));
+      box.appendChild(status);
+      // top-5 at the current step, else at commit
+      let te = e, label = `Top-5 at forward ${s} (this step)`;
+      const hist = m.history(i);
+      if (te < 0) {
+        const atCommit = hist.find((h) => h.committed);
+        if (atCommit) { te = atCommit.e; label = `Top-5 at its commit (forward ${atCommit.tick + 1})`; }
+      }
+      if (te >= 0) {
+        box.appendChild(el("div", "mp-d-label", label));
+        const list = el("ol", "mp-topk");
+        const chosen = m.ecand[te];
+        m.topk(te).forEach(({ id, p: prob }) => {
+          const li = el("li", id === chosen ? "chosen" : "");
+          li.appendChild(el("span", "mp-topk-tok", visible(m.tokenText(id))));
+          const barBox = el("span", "mp-topk-bar");
+          const bar = el("span", "mp-topk-fill");
+          bar.style.width = (100 * prob).toFixed(1) + "%";
+          barBox.appendChild(bar);
+          li.appendChild(barBox);
+          li.appendChild(el("span", "mp-topk-p", pct(prob)));
+          list.appendChild(li);
+        });
+        box.appendChild(list);
+      } else if (!p.recorded) {
+        box.appendChild(el("div", "mp-d-label", "No per-step data in this trace (recorded with --no-record)."));
+      } else {
+        box.appendChild(el("div", "mp-d-label", "Not reached yet: no guesses so far."));
+      }
+      // ghost history
+      if (hist.length > 1) {
+        let flips = 0;
+        for (let j = 1; j < hist.length; j++) if (hist[j].cand !== hist[j - 1].cand) flips++;
+        box.appendChild(el("div", "mp-d-label", `Guess history: ${hist.length} forwards, the guess changed ${flips} time${flips === 1 ? "" : "s"} before commit`));
+        const h = el("div", "mp-hist");
+        const shown = hist.length > 24 ? hist.slice(0, 8).concat([null]).concat(hist.slice(-15)) : hist;
+        shown.forEach((g) => {
+          if (!g) { h.appendChild(el("span", "mp-hist-gap", "…")); return; }
+          const chip = el("span", "mp-hist-chip" + (g.committed ? " committed" : "") + (g.tick === s - 1 ? " current" : ""));
+          chip.appendChild(el("span", "mp-hist-tok", visible(m.tokenText(g.cand))));
+          chip.appendChild(el("span", "mp-hist-p", pct(g.conf)));
+          chip.title = `forward ${g.tick + 1}: ${m.tokenText(g.cand)} (${pct(g.conf)})${g.committed ? " committed" : ""}`;
+          h.appendChild(chip);
+        });
+        box.appendChild(h);
+      } else if (hist.length === 1 && p.decoder === "diffusion") {
+        box.appendChild(el("div", "mp-d-label", "Committed at the first forward that saw it: no earlier guesses."));
+      }
+    }
+    unpin() {
+      this.pinned = null;
+      this.panes.forEach((p) => p.select(null, null));
+      const box = this.inspect;
+      while (box.firstChild) box.removeChild(box.firstChild);
+      box.classList.remove("pinned");
+      box.appendChild(el("div", "mp-inspect-hint", "Hover a token or a box for its alternatives; click to pin it here (Esc to unpin)."));
+      this.redraw(true);
+    }
+    onKey(ev) {
+      if (!this.models || !this.models.length) return;
+      const tag = ev.target && ev.target.tagName;
+      if (tag === "INPUT" && ev.target.type !== "range" || tag === "SELECT") return;
+      if (ev.key === " ") { ev.preventDefault(); this.toggle(); }
+      else if (ev.key === "ArrowRight") { ev.preventDefault(); this.pause(); this.stepBy(1); }
+      else if (ev.key === "ArrowLeft") { ev.preventDefault(); this.pause(); this.stepBy(-1); }
+      else if (ev.key === "Home") { ev.preventDefault(); this.pause(); this.seekFrame(0); }
+      else if (ev.key === "End") { ev.preventDefault(); this.pause(); this.seekFrame(this.maxFrame()); }
+      else if (ev.key === "Escape") this.unpin();
+    }
+    destroy() { this.pause(); this.root.removeEventListener("keydown", this.onKey); }
+  }
+
+  function injectCss(css) {
+    if (!css || typeof document === "undefined" || document.getElementById("mudiff-player-css")) return;
+    const style = document.createElement("style");
+    style.id = "mudiff-player-css";
+    style.textContent = css;
+    document.head.appendChild(style);
+  }
+
+  global.MudiffPlayer = {
+    mount(root, payload, css) {
+      injectCss(css);
+      if (root.__mudiffPlayer) root.__mudiffPlayer.destroy();
+      const player = new Player(root);
+      root.__mudiffPlayer = player;
+      player.load(payload);
+      return player;
+    },
+    STATE_NAMES,
+  };
+})(typeof window !== "undefined" ? window : globalThis);

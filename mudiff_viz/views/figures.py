@@ -1,0 +1,140 @@
+"""Whole-run plotly figures: commit order, confidence histogram, tokens per forward, progress.
+
+Scrubber-tied charts live inside the player (gr.Plot drops plotly animation frames); these figures
+summarise the whole run. Only plotly.js 3 features are used (Gradio bundles plotly.js 3.8).
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from ..trace import Trace
+
+COLOURS = {"diffusion": "#0072b2", "ar": "#d55e00"}  # Okabe-Ito, colour-blind safe
+MAX_ROWS = 300
+
+
+def _layout(fig: go.Figure, title: str, height: int = 340) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "x": 0.01, "font": {"size": 15}}, height=height, template="plotly_white",
+        margin={"l": 55, "r": 20, "t": 50, "b": 45}, legend={"orientation": "h", "y": -0.22},
+    )
+    return fig
+
+
+def _name(trace: Trace) -> str:
+    return "AR" if trace.decoder == "ar" else "diffusion"
+
+
+def commit_order_matrix(trace: Trace, chunk: int | None = None) -> dict:
+    """Rows = (region, block) chunks of the generated text, columns = offset inside the block.
+
+    ``z`` is the denoising step (1-based, counted from the chunk's first forward) at which each
+    token was committed: a left-to-right gradient means AR order; a patchy row shows diffusion
+    committing easy positions first. AR traces are cut into chunks of 32 tokens.
+    """
+    L = chunk or (int(trace.params.get("block_length") or 32) if trace.decoder == "diffusion" else 32)
+    z, text, labels = [], [], []
+    for ri, r in enumerate(trace.regions):
+        for start in range(0, len(r.tokens), L):
+            toks = r.tokens[start : start + L]
+            if not toks:
+                continue
+            first = min(t.commit_step for t in toks)
+            z.append([t.commit_step - first + 1 for t in toks] + [None] * (L - len(toks)))
+            text.append([
+                f"{'EOS' if t.stop else repr(t.text)[1:-1]} · line {ri + 1}, pos {start + j + 1} · forward {t.commit_step + 1}"
+                for j, t in enumerate(toks)
+            ] + [""] * (L - len(toks)))
+            labels.append(f"line {ri + 1} · {'block' if trace.decoder == 'diffusion' else 'tokens'} {start // L + 1}")
+            if len(z) >= MAX_ROWS:
+                return {"z": z, "text": text, "rows": labels, "L": L, "truncated": True}
+    return {"z": z, "text": text, "rows": labels, "L": L, "truncated": False}
+
+
+def commit_order_heatmap(trace: Trace) -> go.Figure:
+    m = commit_order_matrix(trace)
+    fig = go.Figure(go.Heatmap(
+        z=m["z"], text=m["text"], hovertemplate="%{text}<br>step in block %{z}<extra></extra>",
+        colorscale="Viridis", colorbar={"title": {"text": "step"}}, xgap=1, ygap=1,
+        y=list(range(len(m["rows"]))),
+    ))
+    unit = "block" if trace.decoder == "diffusion" else "32-token chunk"
+    title = f"Commit order ({_name(trace)}): step at which each position was committed, one row per {unit}"
+    if m["truncated"]:
+        title += f" (first {MAX_ROWS} rows)"
+    fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=list(range(len(m["rows"])))[:: max(1, len(m["rows"]) // 12)],
+                     ticktext=m["rows"][:: max(1, len(m["rows"]) // 12)], title=None)
+    fig.update_xaxes(title=f"position in {unit}")
+    return _layout(fig, title, height=min(900, 140 + 14 * max(8, len(m["rows"]))))
+
+
+def confidences(trace: Trace) -> list[float]:
+    """Confidence of every kept token (stop tokens included) at its commit."""
+    return [t.confidence for r in trace.regions for t in r.tokens]
+
+
+def confidence_histogram(traces: list[Trace]) -> go.Figure:
+    fig = go.Figure()
+    for t in traces:
+        fig.add_trace(go.Histogram(
+            x=confidences(t), xbins={"start": 0, "end": 1.0001, "size": 0.05}, name=_name(t),
+            marker_color=COLOURS.get(t.decoder), opacity=0.75 if len(traces) > 1 else 0.9,
+        ))
+    for t in traces:
+        th = t.params.get("threshold") if t.decoder == "diffusion" else None
+        if th is not None:
+            fig.add_vline(x=th, line_dash="dash", line_color="black", annotation_text=f"threshold {th}", annotation_position="top left")
+            break
+    fig.update_layout(barmode="overlay")
+    fig.update_xaxes(title="confidence at commit", range=[0, 1])
+    fig.update_yaxes(title="tokens")
+    return _layout(fig, "Confidence of committed tokens")
+
+
+def commits_per_forward(trace: Trace) -> list[int]:
+    """Tokens of the final text committed at each forward of the shared clock."""
+    out = [0] * trace.clock_length
+    for r in trace.regions:
+        for t in r.tokens:
+            if 0 <= t.commit_step < len(out):
+                out[t.commit_step] += 1
+    return out
+
+
+def tokens_per_forward(traces: list[Trace]) -> go.Figure:
+    fig = go.Figure()
+    for t in traces:
+        y = commits_per_forward(t)
+        fig.add_trace(go.Bar(x=list(range(1, len(y) + 1)), y=y, name=_name(t), marker_color=COLOURS.get(t.decoder),
+                             opacity=0.75 if len(traces) > 1 else 0.9))
+    fig.update_layout(barmode="overlay", bargap=0.05)
+    fig.update_xaxes(title="forward pass (shared clock, batched over lines)")
+    fig.update_yaxes(title="tokens committed")
+    means = ", ".join(f"{_name(t)} {t.metrics.get('tokens_per_forward', 0)} tokens/forward (per sequence)" for t in traces)
+    return _layout(fig, f"Tokens committed per forward · {means}")
+
+
+def progress_curves(traces: list[Trace], clock: str = "forward") -> go.Figure:
+    """Share of the final text committed against the forward count or wall time (prefill shaded)."""
+    fig = go.Figure()
+    for t in traces:
+        per = commits_per_forward(t)
+        total = max(1, sum(per))
+        ys, acc = [0.0], 0
+        for v in per:
+            acc += v
+            ys.append(acc / total)
+        if clock == "wall":
+            from .player import clock_times
+
+            prefill = float(t.metrics.get("prefill_s", 0.0))
+            xs = [prefill] + clock_times(t)
+            fig.add_vrect(x0=0, x1=prefill, fillcolor=COLOURS.get(t.decoder), opacity=0.12, line_width=0,
+                          annotation_text=f"{_name(t)} prefill", annotation_position="top left")
+        else:
+            xs = list(range(len(ys)))
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=_name(t), line={"color": COLOURS.get(t.decoder), "width": 2.5}))
+    fig.update_yaxes(title="text committed", tickformat=".0%", range=[0, 1.02])
+    fig.update_xaxes(title="wall time (s)" if clock == "wall" else "forward pass (shared clock)")
+    return _layout(fig, "Progress by wall time (prefill shaded)" if clock == "wall" else "Progress by forward pass")

@@ -1,0 +1,258 @@
+"""Trace -> the player's payload: compact, columnar, sent to the browser once and played there.
+
+The player works on *frames* ``s = 0..N`` where ``N`` is the trace's clock length (forward passes on
+the shared clock). Frame 0 is the moment decoding starts (prefill done, nothing committed); frame
+``s > 0`` shows the outcome of forward ``s - 1``: what it committed and the guesses ("ghosts") it
+left on the positions that stay masked.
+
+Every generated position is a *slot*: the tokens of each region (up to and including the stop
+token) and the filler positions a diffusion block decoded after the stop (shown while their block is
+open, then dropped, as the decoder drops them). Per slot: ``open`` is the first forward that saw it
+(masked from then on), ``commit`` the forward that committed it.
+
+Step records are flattened into *entries* (one per masked position per forward), grouped by
+forward: ``tick_start[k]:tick_start[k+1]`` are the entries of forward ``k``. Probabilities are sent
+as integers (confidences x 10^4, top-k probabilities x 10^3) to keep the payload small.
+
+Model text is data here, never markup: the player inserts it with ``textContent``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ..trace import Trace
+
+KIND = "mudiff-player"
+VERSION = 1
+CONF_SCALE = 10_000
+TOPK_SCALE = 1_000
+_MASK_TEXT = re.compile(r"^<\|?\s*mask\s*\|?>$|^\[mask\]$|mask_token", re.IGNORECASE)
+
+
+def mask_ids(trace: Trace) -> list[int]:
+    """Ids whose display text is a MASK token (a sampled MASK leaves its position masked)."""
+    return sorted(int(k) for k, v in trace.vocab.items() if _MASK_TEXT.search(v.strip()))
+
+
+def block_length(trace: Trace) -> int | None:
+    """Block length of a diffusion trace; None for AR (no blocks)."""
+    if trace.decoder != "diffusion":
+        return None
+    return int(trace.params.get("block_length") or 32)
+
+
+def clock_times(trace: Trace) -> list[float]:
+    """Wall time (s since the request) at which each forward on the shared clock finished."""
+    n = trace.clock_length
+    times = [math.nan] * n
+    for s in trace.steps:
+        if math.isnan(times[s.nfe]) or s.time_s > times[s.nfe]:
+            times[s.nfe] = s.time_s
+    prefill = float(trace.metrics.get("prefill_s", 0.0))
+    last = prefill
+    for k in range(n):  # fill gaps (none in practice) and keep the clock monotone
+        if math.isnan(times[k]) or times[k] < last:
+            times[k] = last
+        last = times[k]
+    return times
+
+
+def slots(trace: Trace) -> dict:
+    """Columnar slot table plus the (region, position) -> slot index map."""
+    region, pos, text, ids, commit, conf, box, stop, filler = ([] for _ in range(9))
+    index: dict[tuple[int, int], int] = {}
+    starts = []
+    for ri, r in enumerate(trace.regions):
+        starts.append(len(region))
+        for p, t in enumerate(r.tokens):
+            index[(ri, p)] = len(region)
+            region.append(ri), pos.append(p), text.append(t.text), ids.append(t.id)
+            commit.append(t.commit_step), conf.append(round(t.confidence * CONF_SCALE)), box.append(t.box)
+            stop.append(1 if t.stop else 0), filler.append(0)
+    # filler: positions seen in steps beyond a region's tokens
+    extra = sorted({(s.region, p) for s in trace.steps for p in s.positions if (s.region, p) not in index})
+    for ri, p in extra:
+        index[(ri, p)] = len(region)
+        region.append(ri), pos.append(p), text.append(""), ids.append(-1)
+        commit.append(-1), conf.append(0), box.append(None), stop.append(0), filler.append(1)
+    opened = [-1] * len(region)
+    for s in sorted(trace.steps, key=lambda s: s.nfe):
+        for p, c, cand, cf in zip(s.positions, s.committed, s.candidates, s.confidences):
+            i = index[(s.region, p)]
+            if opened[i] < 0:
+                opened[i] = s.nfe
+            if c and filler[i]:
+                commit[i], ids[i], conf[i] = s.nfe, cand, round(cf * CONF_SCALE)
+    for i in range(len(region)):  # traces recorded without steps: a slot opens when it commits
+        if opened[i] < 0:
+            opened[i] = max(0, commit[i])
+    close = [-1] * len(region)  # filler: last forward of its block (shown until then)
+    if any(filler):
+        L = block_length(trace) or 1
+        block_end: dict[tuple[int, int], int] = {}
+        for s in trace.steps:
+            key = (s.region, s.block)
+            block_end[key] = max(block_end.get(key, -1), s.nfe)
+        for i in range(len(region)):
+            if filler[i]:
+                close[i] = block_end.get((region[i], pos[i] // L), commit[i])
+    return {
+        "index": index,
+        "table": {
+            "region": region, "pos": pos, "text": text, "id": ids, "commit": commit, "conf": conf,
+            "box": box, "stop": stop, "filler": filler, "open": opened, "close": close,
+        },
+        "region_start": starts,
+    }
+
+
+def entries(trace: Trace, index: dict[tuple[int, int], int]) -> dict:
+    """Step records flattened to one entry per masked position per forward, grouped by forward."""
+    n = trace.clock_length
+    by_tick: list[list] = [[] for _ in range(n)]
+    for s in trace.steps:
+        by_tick[s.nfe].append(s)
+    out = {k: [] for k in ("slot", "cand", "conf", "commit", "topk_id", "topk_p")}
+    tick_start = []
+    for k in range(n):
+        tick_start.append(len(out["slot"]))
+        for s in by_tick[k]:
+            for j, p in enumerate(s.positions):
+                out["slot"].append(index[(s.region, p)])
+                out["cand"].append(s.candidates[j])
+                out["conf"].append(round(s.confidences[j] * CONF_SCALE))
+                out["commit"].append(s.committed[j])
+                top = s.topk[j][:5]
+                ids = [int(t[0]) for t in top] + [-1] * (5 - len(top))
+                ps = [round(float(t[1]) * TOPK_SCALE) for t in top] + [0] * (5 - len(top))
+                out["topk_id"].extend(ids)
+                out["topk_p"].extend(ps)
+    tick_start.append(len(out["slot"]))
+    out["tick_start"] = tick_start
+    return out
+
+
+def series(trace: Trace) -> dict:
+    """Per-forward series the player charts and its header reads (index k = forward k).
+
+    - ``masks_left``: positions of the open blocks still masked after forward k
+    - ``committed``: positions committed by forward k (filler included: the model did commit them)
+    - ``kept``: tokens of the final text (stop tokens included) committed by forward k
+    - ``conf_min`` / ``conf_mean``: confidence of the model's guesses over the positions that were
+      masked before forward k (what the threshold is compared with)
+    - ``block``: block index of forward k (lowest, when regions are at different blocks)
+    - ``step`` / ``steps``: forward k is denoising step ``step`` (1-based) of a block that took
+      ``steps`` forwards
+    - ``regions``: regions (lines) still decoding at forward k
+    - ``forced``: positions force-committed at the step limit
+    - ``above``: guesses above the confidence threshold at forward k (diffusion with a threshold)
+    """
+    n = trace.clock_length
+    masks_left, committed, kept = [0] * n, [0] * n, [0] * n
+    conf_min, conf_mean = [None] * n, [None] * n
+    sums, counts = [0.0] * n, [0] * n
+    block, regions, forced, above = [None] * n, [0] * n, [0] * n, [0] * n
+    threshold = trace.params.get("threshold") if trace.decoder == "diffusion" else None
+    first: dict[tuple[int, int], int] = {}
+    last: dict[tuple[int, int], int] = {}
+    for s in trace.steps:
+        k = s.nfe
+        masks_left[k] += len(s.positions) - sum(s.committed)
+        committed[k] += sum(s.committed)
+        regions[k] += 1
+        forced[k] += s.forced
+        if s.confidences:
+            lo = min(s.confidences)
+            conf_min[k] = lo if conf_min[k] is None else min(conf_min[k], lo)
+            sums[k] += sum(s.confidences)
+            counts[k] += len(s.confidences)
+            if threshold is not None:
+                above[k] += sum(1 for c in s.confidences if c > threshold)
+        block[k] = s.block if block[k] is None else min(block[k], s.block)
+        key = (s.region, s.block)
+        first[key] = min(first.get(key, k), k)
+        last[key] = max(last.get(key, k), k)
+    for k in range(n):
+        if counts[k]:
+            conf_mean[k] = sums[k] / counts[k]
+    for r in trace.regions:
+        for t in r.tokens:
+            if 0 <= t.commit_step < n:
+                kept[t.commit_step] += 1
+    step, steps = [0] * n, [0] * n
+    for s in trace.steps:
+        key = (s.region, s.block)
+        step[s.nfe] = max(step[s.nfe], s.nfe - first[key] + 1)
+        steps[s.nfe] = max(steps[s.nfe], last[key] - first[key] + 1)
+    r4 = lambda v: None if v is None else round(v, 4)  # noqa: E731
+    return {
+        "masks_left": masks_left, "committed": committed, "kept": kept,
+        "conf_min": [r4(v) for v in conf_min], "conf_mean": [r4(v) for v in conf_mean],
+        "block": block, "step": step, "steps": steps, "regions": regions, "forced": forced,
+        "above": above,
+    }
+
+
+def n_blocks(trace: Trace) -> int:
+    """Blocks of the longest region (diffusion); 0 for AR."""
+    L = block_length(trace)
+    if not L:
+        return 0
+    if trace.steps:
+        return 1 + max(s.block for s in trace.steps)
+    return max((math.ceil(r.n_generated / L) for r in trace.regions), default=1)
+
+
+def player_payload(trace: Trace, image_url: str | None = None, label: str | None = None) -> dict:
+    """Everything the player needs for one trace (JSON-serialisable, model text as plain strings)."""
+    sl = slots(trace)
+    n = trace.clock_length
+    m = trace.metrics
+    threshold = trace.params.get("threshold") if trace.decoder == "diffusion" else None
+    strategy = trace.params.get("strategy")
+    if trace.decoder == "diffusion" and strategy not in (None, "low_confidence_dynamic"):
+        threshold = None  # only the dynamic strategy compares with the threshold
+    return {
+        "kind": KIND,
+        "version": VERSION,
+        "label": label or f"{'AR' if trace.decoder == 'ar' else 'diffusion'} · {trace.model.get('name', '?')}",
+        "decoder": trace.decoder,
+        "model": trace.model,
+        "params": {k: v for k, v in trace.params.items() if not isinstance(v, (dict, list))},
+        "metrics": m,
+        "text": trace.text,
+        "gt_text": trace.gt_text,
+        "page": {
+            "w": trace.page.get("width"), "h": trace.page.get("height"),
+            "source": trace.page.get("source"), "image": image_url,
+        },
+        "threshold": threshold,
+        "block_length": block_length(trace),
+        "n_blocks": n_blocks(trace),
+        "recorded": bool(trace.steps),
+        "clock": {
+            "n": n,
+            "time": clock_times(trace),
+            "prefill_s": float(m.get("prefill_s", 0.0)),
+            "wall_s": float(m.get("wall_s", 0.0)),
+        },
+        "regions": [
+            {
+                "bbox": r.bbox, "kind": r.kind, "start": sl["region_start"][i], "n": len(r.tokens),
+                "n_generated": r.n_generated, "text": r.text, "gt": r.gt_text,
+            }
+            for i, r in enumerate(trace.regions)
+        ],
+        "vocab": trace.vocab,
+        "mask_ids": mask_ids(trace),
+        "slots": sl["table"],
+        "entries": entries(trace, sl["index"]),
+        "series": series(trace),
+    }
+
+
+def compare_payload(panes: list[dict]) -> dict:
+    """Two (or more) player payloads played on one shared clock."""
+    return {"kind": KIND, "version": VERSION, "mode": "compare", "panes": panes}

@@ -1,0 +1,95 @@
+"""Tables and text comparisons: metrics side by side, and decoded text diffed against ground truth."""
+
+from __future__ import annotations
+
+from ..align import diff_ops
+from ..metrics import order_correlation
+from ..trace import Trace
+
+DIFF_COLOURS = {"substituted": "#e69f00", "extra": "#cc79a7", "missing": "#56b4e9"}
+
+
+def _fmt(v, unit: str = "") -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.3g}{unit}" if abs(v) < 100 else f"{v:.1f}{unit}"
+    return f"{v}{unit}"
+
+
+def metric_rows(trace: Trace) -> list[tuple[str, str]]:
+    """(metric, value) pairs of one trace, in display order."""
+    m = trace.metrics
+    rows = [
+        ("model", f"{trace.model.get('name')} ({trace.model.get('params_m')} M params)"),
+        ("tokens", _fmt(m.get("tokens"))),
+        ("NFE (forwards per sequence)", _fmt(m.get("nfe"))),
+        ("forward passes (shared clock)", _fmt(trace.clock_length)),
+        ("tokens per forward", _fmt(m.get("tokens_per_forward"))),
+        ("wall time", _fmt(m.get("wall_s"), " s")),
+        ("prefill (vision + prompt)", _fmt(m.get("prefill_s"), " s")),
+        ("decode", _fmt(m.get("decode_s"), " s")),
+        ("time to first token", _fmt(m.get("time_to_first_token_s"), " s")),
+        ("CER vs ground truth", f"{100 * m['cer']:.2f}%" if "cer" in m else "no ground truth"),
+    ]
+    if trace.decoder == "diffusion":
+        corr = order_correlation(trace)
+        rows.append(("order vs position (1 = left to right)", _fmt(round(corr, 3) if corr is not None else None)))
+        p = trace.params
+        rows.append(("settings", f"block {p.get('block_length')}, steps {p.get('steps')}, threshold {p.get('threshold')}, "
+                                 f"T {p.get('temperature')}, {p.get('strategy')}"))
+    else:
+        rows.append(("order vs position (1 = left to right)", "1"))
+        rows.append(("settings", f"greedy, T {trace.params.get('temperature')}"))
+    if "truncated" in m:
+        rows.append(("truncated", str(m["truncated"])))
+    return rows
+
+
+def metrics_table(traces: list[Trace]) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows: one column per trace."""
+    cols = [metric_rows(t) for t in traces]
+    headers = ["metric"] + [("AR" if t.decoder == "ar" else "diffusion") for t in traces]
+    rows = [[name] + [c[i][1] if i < len(c) else "–" for c in cols] for i, (name, _) in enumerate(cols[0])]
+    return headers, rows
+
+
+def diff_segments(hyp: str, ref: str) -> list[tuple[str, str | None]]:
+    """Decoded text against ground truth as (text, label) runs for gr.HighlightedText.
+
+    Labels: None (correct), 'substituted' (decoded text that replaces reference text), 'extra'
+    (decoded text with no counterpart) and 'missing' (reference text the decode lacks).
+    """
+    out: list[tuple[str, str | None]] = []
+    for tag, h, r in diff_ops(hyp, ref):
+        if tag == "equal":
+            out.append((h, None))
+        elif tag == "replace":
+            out.append((h, "substituted"))
+        elif tag == "delete":
+            out.append((h, "extra"))
+        elif tag == "insert":
+            out.append((r, "missing"))
+    merged: list[tuple[str, str | None]] = []
+    for text, label in out:  # merge neighbours with the same label
+        if merged and merged[-1][1] == label:
+            merged[-1] = (merged[-1][0] + text, label)
+        else:
+            merged.append((text, label))
+    return merged
+
+
+def summary_markdown(trace: Trace) -> str:
+    """One line of headline numbers (no model text in it)."""
+    m = trace.metrics
+    parts = [
+        f"**{'AR' if trace.decoder == 'ar' else 'diffusion'}** · {trace.model.get('name')}",
+        f"{len(trace.regions)} regions", f"{m.get('tokens')} tokens", f"NFE {m.get('nfe')}",
+        f"{m.get('tokens_per_forward')} tokens/forward", f"{trace.clock_length} forward passes",
+        f"wall {m.get('wall_s')} s (prefill {m.get('prefill_s')} s)",
+    ]
+    if "cer" in m:
+        parts.append(f"CER {100 * m['cer']:.2f}%")
+    if "truncated" in m:
+        parts.append(f"⚠ truncated: {m['truncated']}")
+    return " · ".join(parts)
