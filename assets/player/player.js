@@ -714,7 +714,7 @@
       const stBox = el("div", "mp-legend-states");
       states.forEach(([cls, label, sample]) => {
         const item = el("span", "mp-legend-item");
-        const sw = el("span", "token " + cls, sample || "·");
+        const sw = el("span", "mp-swatch " + cls, sample || "·");
         if (cls.startsWith("st-now") || cls.startsWith("st-done")) { sw.style.background = RAMPS.confidence[90].bg; sw.style.color = RAMPS.confidence[90].fg; }
         if (cls === "st-done low") { sw.style.background = RAMPS.confidence[30].bg; sw.style.color = RAMPS.confidence[30].fg; }
         if (cls === "st-ghost") sw.style.color = "rgba(30,36,46,.55)";

@@ -1,45 +1,226 @@
-"""The Gradio app (placeholder until the player lands): decode a bundled sample, show the text."""
+"""The Gradio app: Decode, Compare (AR vs diffusion), Trace viewer, How it works.
+
+Layout and wiring only; every callback lives in :mod:`mudiff_viz.ui.callbacks` and every number or
+figure comes from :mod:`mudiff_viz.views`. Stable element ids for tests and automation:
+``decode-input``, ``decode-run``, ``player``, ``compare-run``, ``compare-player``, ``trace-upload``,
+``viewer-player``.
+"""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-import gradio as gr
+from . import gpu as _gpu  # noqa: F401  (imports `spaces` before anything touches CUDA)
 
-ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = ROOT / "assets" / "samples"
+import gradio as gr  # noqa: E402
+
+from ..decoding.policies import STRATEGIES  # noqa: E402
+from ..limits import current as current_limits  # noqa: E402
+from . import callbacks as cb  # noqa: E402
+from . import howitworks, models  # noqa: E402
+from .player import Player  # noqa: E402
+
+MODEL_WORK = "model"  # one shared concurrency slot for everything that runs a model
+
+INTRO = """
+# mudiff-viz · watch diffusion OCR decode, step by step
+A diffusion OCR decoder (MinerU-Diffusion style: a vision encoder feeding a block-diffusion text
+decoder) fills a page's text in **parallel**, unmasking the positions it is most sure of first.
+Press **Run decode** on the sample page, then play, scrub and hover: every forward pass, every guess
+and every confidence is recorded and replayed in your browser.
+"""
+
+CSS = """
+.gradio-container { max-width: 1560px !important; }
+#decode-run, #compare-run { min-height: 46px; font-size: 16px; }
+.mudiff-note { font-size: 13px; opacity: .85; }
+"""
 
 
-def sample_paths() -> list[str]:
-    return sorted(str(p) for p in SAMPLES.glob("*") if p.suffix.lower() in (".pdf", ".png", ".jpg", ".jpeg"))
+def _decode_tab(samples: list[str], default: str | None, model_choices: list[tuple[str, str]], limits):
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=4, min_width=300):
+            page_file = gr.File(label="Page (PDF, PNG or JPEG)", value=default, file_types=[".pdf", ".png", ".jpg", ".jpeg"],
+                                elem_id="decode-input", height=110)
+            gr.Examples(examples=[[p] for p in samples], inputs=[page_file], label="Bundled samples (click one)",
+                        example_labels=[os.path.basename(p) for p in samples])
+            page_no = gr.Number(value=1, minimum=1, maximum=1, precision=0, label="PDF page", interactive=False)
+        with gr.Column(scale=3, min_width=220):
+            preview = gr.Image(label="Page preview", height=300, interactive=False, buttons=[])
+            page_info = gr.Markdown(elem_classes="mudiff-note")
+        with gr.Column(scale=5, min_width=320):
+            with gr.Row():
+                decoder = gr.Radio([("Diffusion", "diffusion"), ("Autoregressive (AR)", "ar")], value="diffusion",
+                                   label="Decoder")
+                model = gr.Dropdown(model_choices, value=model_choices[0][1], label="Model")
+            model_note = gr.Markdown(_missing_note(), visible=bool(_missing_note()), elem_classes="mudiff-note")
+            with gr.Group(visible=True) as diffusion_knobs:
+                with gr.Row():
+                    block_length = gr.Slider(1, 128, value=32, step=1, label="Block length")
+                    steps = gr.Slider(1, 128, value=32, step=1, label="Steps per block (max)")
+                with gr.Row():
+                    threshold = gr.Slider(0.0, 1.0, value=0.95, step=0.01, label="Confidence threshold")
+                    strategy = gr.Dropdown(list(STRATEGIES), value="low_confidence_dynamic", label="Remasking strategy")
+            with gr.Row():
+                temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = deterministic)")
+                seed = gr.Number(value=0, precision=0, label="Seed", minimum=0)
+                max_tokens = gr.Slider(8, min(4096, limits.max_new_tokens), value=1024, step=8, label="Max tokens per region")
+            run = gr.Button("Run decode", variant="primary", elem_id="decode-run")
+    status = gr.Markdown(elem_id="decode-status")
+    player = Player(elem_id="player")
+    with gr.Row():
+        dl_trace = gr.DownloadButton("Download trace (JSON)", visible=False, elem_id="decode-download-trace", size="sm", scale=0, min_width=240)
+        dl_html = gr.DownloadButton("Download offline replay (HTML)", visible=False, elem_id="decode-download-html", size="sm", scale=0, min_width=280)
+    with gr.Accordion("Whole-run figures", open=True):
+        fig_order = gr.Plot(show_label=False)
+        with gr.Row():
+            fig_conf = gr.Plot(show_label=False)
+            fig_tpf = gr.Plot(show_label=False)
+
+    page_file.change(cb.preview_page, [page_file, page_no], [preview, page_no, page_info], queue=False, api_visibility="private")
+    page_no.submit(cb.preview_page, [page_file, page_no], [preview, page_no, page_info], queue=False, api_visibility="private")
+    decoder.change(lambda d: gr.update(visible=d == "diffusion"), decoder, diffusion_knobs, queue=False,
+                   api_visibility="private")
+    inputs = [page_file, page_no, model, decoder, block_length, steps, threshold, temperature, strategy, seed, max_tokens]
+    outputs = [status, player, fig_order, fig_conf, fig_tpf, dl_trace, dl_html]
+    run.click(cb.run_decode, inputs, outputs, concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="decode")
+    return {
+        "page_file": page_file, "page_no": page_no, "preview": preview, "page_info": page_info, "decoder": decoder,
+        "model": model, "block_length": block_length, "steps": steps, "threshold": threshold, "temperature": temperature,
+        "strategy": strategy, "seed": seed, "max_tokens": max_tokens, "run": run, "inputs": inputs, "outputs": outputs,
+        "model_note": model_note,
+    }
 
 
-def run_decode(path: str | None, decoder: str) -> tuple[str, str]:
-    from mudiff_viz.cli import summary_line
-    from mudiff_viz.errors import ModelLoadError, UserInputError
-    from mudiff_viz.pages import load_page
-    from mudiff_viz.pipeline import decode_page
+def _missing_note() -> str:
+    missing = [d for d in ("diffusion", "ar") if not models.nano_installed(d)]
+    if not missing:
+        return ""
+    return ("⚠ " + models.missing_message(missing[0]) +
+            " The **Trace viewer** tab replays bundled example traces without any model.")
 
-    if not path:
-        raise gr.Error("Choose a page first.")
-    try:
-        trace = decode_page(load_page(path), decoder=decoder)
-    except (UserInputError, ModelLoadError) as exc:
-        raise gr.Error(str(exc)) from None
-    return trace.text, summary_line(trace)
+
+def _compare_tab(default: str | None, model_choices: list[tuple[str, str]], limits):
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=4, min_width=300):
+            page_file = gr.File(label="Page (PDF, PNG or JPEG)", value=default, file_types=[".pdf", ".png", ".jpg", ".jpeg"],
+                                elem_id="compare-input", height=110)
+            page_no = gr.Number(value=1, minimum=1, maximum=1, precision=0, label="PDF page", interactive=False)
+            page_info = gr.Markdown(elem_classes="mudiff-note")
+        with gr.Column(scale=6, min_width=320):
+            with gr.Row():
+                model_d = gr.Dropdown(model_choices, value=model_choices[0][1], label="Diffusion model")
+                model_a = gr.Dropdown(model_choices, value=model_choices[0][1], label="AR model")
+            with gr.Row():
+                block_length = gr.Slider(1, 128, value=32, step=1, label="Block length (diffusion)")
+                steps = gr.Slider(1, 128, value=32, step=1, label="Steps per block (diffusion)")
+                threshold = gr.Slider(0.0, 1.0, value=0.95, step=0.01, label="Threshold (diffusion)")
+            with gr.Row():
+                strategy = gr.Dropdown(list(STRATEGIES), value="low_confidence_dynamic", label="Remasking strategy")
+                max_tokens = gr.Slider(8, min(4096, limits.max_new_tokens), value=1024, step=8, label="Max tokens per region")
+            with gr.Row():
+                run = gr.Button("Run AR and diffusion", variant="primary", elem_id="compare-run", scale=3)
+                example = gr.Button("Load the bundled example pair (no model)", elem_id="compare-example", scale=2)
+    status = gr.Markdown()
+    player = Player(elem_id="compare-player")
+    table = gr.Dataframe(headers=["metric", "AR", "diffusion"], label="Metrics", interactive=False, wrap=True)
+    diff_note = gr.Markdown(elem_classes="mudiff-note")
+    with gr.Row():
+        diff_ar = gr.HighlightedText(label="AR vs ground truth", color_map=cb.tables.DIFF_COLOURS, show_legend=True,
+                                     combine_adjacent=True)
+        diff_d = gr.HighlightedText(label="Diffusion vs ground truth", color_map=cb.tables.DIFF_COLOURS, show_legend=True,
+                                    combine_adjacent=True)
+    with gr.Accordion("Whole-run figures", open=True):
+        with gr.Row():
+            fig_fwd = gr.Plot(show_label=False)
+            fig_wall = gr.Plot(show_label=False)
+        with gr.Row():
+            fig_conf = gr.Plot(show_label=False)
+            fig_order = gr.Plot(show_label=False)
+    files = gr.File(label="Downloads: both traces and an offline replay", file_count="multiple", visible=False)
+
+    page_file.change(lambda f, n: cb.preview_page(f, n)[1:], [page_file, page_no], [page_no, page_info], queue=False,
+                     api_visibility="private")
+    outputs = [status, player, table, diff_note, diff_ar, diff_d, fig_fwd, fig_wall, fig_conf, fig_order, files]
+    run.click(cb.run_compare, [page_file, page_no, model_d, model_a, block_length, steps, threshold, strategy, max_tokens],
+              outputs, concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="compare")
+    example.click(cb.compare_examples, None, outputs, api_name="compare_examples")
+    return {"run": run, "page_file": page_file, "page_no": page_no, "page_info": page_info}
+
+
+def _viewer_tab():
+    gr.Markdown("Replay a saved trace with no model loaded: one trace, or two (AR + diffusion of the same page) to "
+                "play them on one clock. Traces made from a bundled sample find their page image automatically.",
+                elem_classes="mudiff-note")
+    with gr.Row(equal_height=False):
+        files = gr.File(label="Trace JSON (one, or two to compare)", file_count="multiple", file_types=[".json"],
+                        elem_id="trace-upload", height=120, scale=3)
+        page = gr.File(label="Page image or PDF (optional: for traces of your own pages)", file_types=[".pdf", ".png", ".jpg", ".jpeg"],
+                       height=120, scale=2)
+        with gr.Column(scale=2, min_width=220):
+            replay = gr.Button("Replay", variant="primary", elem_id="trace-replay")
+            ex_d = gr.Button("Example: diffusion trace", elem_id="trace-example-diffusion")
+            ex_c = gr.Button("Example: AR vs diffusion", elem_id="trace-example-compare")
+    status = gr.Markdown()
+    player = Player(elem_id="viewer-player")
+    with gr.Row():
+        dl_trace = gr.DownloadButton("Download trace (JSON)", visible=False, size="sm", scale=0, min_width=240)
+        dl_html = gr.DownloadButton("Download offline replay (HTML)", visible=False, size="sm", scale=0, min_width=280)
+    table = gr.Dataframe(headers=["metric", "AR", "diffusion"], label="Metrics", interactive=False, visible=False, wrap=True)
+    fig_prog = gr.Plot(show_label=False, visible=False)
+    with gr.Accordion("Whole-run figures", open=True):
+        fig_order = gr.Plot(show_label=False)
+        with gr.Row():
+            fig_conf = gr.Plot(show_label=False)
+            fig_tpf = gr.Plot(show_label=False)
+    outputs = [status, player, fig_order, fig_conf, fig_tpf, dl_trace, dl_html, table, fig_prog]
+    replay.click(cb.view_traces, [files, page], outputs, api_name="view_trace")
+    files.upload(cb.view_traces, [files, page], outputs, api_visibility="private")
+    ex_d.click(lambda: cb.view_example("diffusion"), None, outputs, api_name="view_example")
+    ex_c.click(lambda: cb.view_example("compare"), None, outputs, api_visibility="private")
+
+
+def _howitworks_tab(tabs, decode: dict):
+    gr.Markdown("### How diffusion decoding works: six ideas, each one button away from a live run")
+    controls = [decode[k] for k in ("decoder", "block_length", "steps", "threshold", "temperature", "strategy")]
+    for i in range(0, len(howitworks.LESSONS), 2):
+        with gr.Row(equal_height=True):
+            for lesson in howitworks.LESSONS[i : i + 2]:
+                with gr.Column(variant="panel"):
+                    gr.Markdown(f"#### {lesson.title}\n{lesson.body}")
+                    btn = gr.Button(lesson.button, size="sm", elem_id=f"lesson-{lesson.key}")
+                    s = howitworks.settings_for(lesson)
+                    values = (s["decoder"], s["block_length"], s["steps"], s["threshold"], s["temperature"], s["strategy"])
+                    if lesson.tab == "compare":
+                        btn.click(lambda: gr.Tabs(selected="compare"), None, tabs, queue=False, api_visibility="private")
+                    else:
+                        btn.click(lambda v=values: (*v, gr.Tabs(selected="decode")), None, controls + [tabs], queue=False,
+                                  api_visibility="private").then(
+                            cb.run_decode, decode["inputs"], decode["outputs"], concurrency_id=MODEL_WORK, concurrency_limit=1,
+                            api_visibility="private")
+    gr.Markdown(howitworks.READING_GUIDE)
 
 
 def build_app() -> gr.Blocks:
-    samples = sample_paths()
-    with gr.Blocks(title="mudiff-viz") as demo:
-        gr.Markdown("# mudiff-viz\nDiffusion OCR decoding, step by step.")
-        page = gr.File(label="Page (PNG, JPEG or PDF)", value=samples[0] if samples else None, elem_id="decode-input")
-        decoder = gr.Radio(["diffusion", "ar"], value="diffusion", label="Decoder")
-        run = gr.Button("Run", variant="primary", elem_id="decode-run")
-        text = gr.Textbox(label="Text", lines=12)
-        summary = gr.Markdown()
-        run.click(run_decode, [page, decoder], [text, summary], concurrency_id="model")
+    samples = cb.sample_paths()
+    default = cb.default_sample()
+    model_choices = models.choices()
+    limits = current_limits()
+    with gr.Blocks(title="mudiff-viz: diffusion OCR, step by step") as demo:
+        gr.Markdown(INTRO)
+        with gr.Tabs(selected="decode") as tabs:
+            with gr.Tab("Decode", id="decode"):
+                decode = _decode_tab(samples, default, model_choices, limits)
+            with gr.Tab("Compare AR vs diffusion", id="compare"):
+                compare = _compare_tab(default, model_choices, limits)
+            with gr.Tab("Trace viewer", id="viewer"):
+                _viewer_tab()
+            with gr.Tab("How it works", id="how"):
+                _howitworks_tab(tabs, decode)
+        demo.load(cb.preview_page, [decode["page_file"], decode["page_no"]],
+                  [decode["preview"], decode["page_no"], decode["page_info"]], queue=False, api_visibility="private")
+        demo.load(lambda f, n: cb.preview_page(f, n)[1:], [compare["page_file"], compare["page_no"]],
+                  [compare["page_no"], compare["page_info"]], queue=False, api_visibility="private")
     return demo
 
 
@@ -47,4 +228,7 @@ def launch_kwargs() -> dict:
     return {
         "server_name": os.environ.get("MUDIFF_HOST", "127.0.0.1"),
         "server_port": int(os.environ.get("MUDIFF_PORT", "7860")),
+        "run_history": False,  # player payloads are large; nothing to keep in the browser
+        "css": CSS,
+        "footer_links": ["api", "gradio"],
     }

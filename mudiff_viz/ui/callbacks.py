@@ -1,0 +1,322 @@
+"""Gradio callbacks: wiring only. Each one loads inputs, calls the pipeline or a view, returns outputs.
+
+User-facing failures (bad file, missing weights, bad trace) become one-line ``gr.Error`` messages.
+Model work runs inside :func:`decode_job` / :func:`compare_job`, wrapped by ``spaces.GPU`` on
+ZeroGPU Spaces (plain calls elsewhere); they return Trace objects (picklable CPU data).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import gradio as gr
+
+from ..errors import ModelLoadError, UserInputError
+from ..trace import Trace
+from ..views import figures, tables
+from ..views.export import standalone_compare_html, standalone_html_from_payload, trace_title
+from ..views.page_image import image_data_url, page_for_trace
+from ..views.player import compare_payload, player_payload
+from . import models
+from .gpu import ON_SPACES_GPU, gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "assets" / "samples"
+TRACES = ROOT / "assets" / "traces"
+PREVIEW_DPI = 60
+
+
+def user_errors(fn: Callable) -> Callable:
+    """Turn the project's one-line errors into gr.Error; anything else into a short internal message."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except gr.Error:
+            raise
+        except (UserInputError, ModelLoadError) as exc:
+            raise gr.Error(str(exc)) from None
+        except Exception as exc:  # one line, never a traceback in the UI
+            msg = str(exc).splitlines()[0] if str(exc) else ""
+            raise gr.Error(f"internal failure: {type(exc).__name__}: {msg}") from exc
+
+    return wrapper
+
+
+def sample_paths() -> list[str]:
+    return sorted(str(p) for p in SAMPLES.glob("*") if p.suffix.lower() in (".pdf", ".png", ".jpg", ".jpeg"))
+
+
+def default_sample() -> str | None:
+    preferred = SAMPLES / "courier-short.pdf"
+    if preferred.is_file():
+        return str(preferred)
+    paths = sample_paths()
+    return paths[0] if paths else None
+
+
+def example_traces() -> dict[str, list[str]]:
+    """Bundled traces: {'diffusion': [...], 'ar': [...]} by file name (*.diffusion.json, *.ar.json)."""
+    out: dict[str, list[str]] = {"diffusion": [], "ar": []}
+    for p in sorted(TRACES.glob("*.json")):
+        for kind in out:
+            if p.name.endswith(f".{kind}.json"):
+                out[kind].append(str(p))
+    return out
+
+
+def _stem(name: str) -> str:
+    stem = Path(name or "page").stem
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", stem)[:60] or "page"
+
+
+def _outdir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="mudiff-"))
+
+
+def _path(file) -> str | None:
+    if file is None:
+        return None
+    if isinstance(file, (list, tuple)):
+        return _path(file[0]) if file else None
+    return getattr(file, "name", None) or (file.get("path") if isinstance(file, dict) else str(file))
+
+
+# ---- page input -----------------------------------------------------------------------------
+
+
+@user_errors
+def preview_page(file, page_number):
+    """A small render of the chosen page, and the page picker's range."""
+    from ..pages import load_page
+
+    path = _path(file)
+    if not path:
+        return None, gr.update(maximum=1, value=1, interactive=False, label="PDF page"), "Choose a page: upload one or pick a sample below."
+    page = load_page(path, page_index=0, dpi=PREVIEW_DPI)
+    n = page.page_count
+    idx = min(max(1, int(page_number or 1)), n)
+    if idx != 1:
+        page = load_page(path, page_index=idx - 1, dpi=PREVIEW_DPI)
+    text = "text layer: ground truth available" if page.lines else "no text layer: lines are found from the pixels, no CER"
+    info = f"**{Path(path).name}** · page {idx} of {n} · {text}"
+    label = f"PDF page (1 to {n})" if n > 1 else "PDF page"
+    return page.image, gr.update(maximum=max(1, n), value=idx, interactive=n > 1, label=label), info
+
+
+def _load(path: str | None, page_number) -> "object":
+    from ..pages import load_page
+
+    if not path:
+        raise UserInputError("choose a page first: upload a PDF, PNG or JPEG, or pick a bundled sample")
+    return load_page(path, page_index=max(0, int(page_number or 1) - 1))
+
+
+def _progress_cb(progress, label: str):
+    def cb(done: int, total: int) -> None:
+        if progress is not None:
+            progress((done, total), desc=f"{label}: {done}/{total}", unit="blocks")
+
+    return cb
+
+
+# ---- model work (one decorated call per request) ------------------------------------------------
+
+
+@gpu
+def decode_job(page, spec: str, decoder: str, knobs: dict, progress=None) -> Trace:
+    from ..pipeline import decode_page, make_params
+
+    models.check(spec, decoder)
+    params = make_params(decoder, **knobs)
+    return decode_page(page, model=spec, decoder=decoder, params=params, progress=progress)
+
+
+@gpu
+def compare_job(page, spec_diffusion: str, spec_ar: str, knobs: dict, progress=None) -> tuple[Trace, Trace]:
+    from ..pipeline import decode_page, make_params
+
+    models.check(spec_ar, "ar")
+    models.check(spec_diffusion, "diffusion")
+    ar = decode_page(page, model=spec_ar, decoder="ar", params=make_params("ar", **knobs),
+                     progress=(lambda d, t: progress(d, t, "AR")) if progress else None)
+    diff = decode_page(page, model=spec_diffusion, decoder="diffusion", params=make_params("diffusion", **knobs),
+                       progress=(lambda d, t: progress(d, t, "diffusion")) if progress else None)
+    return ar, diff
+
+
+# ---- outputs ------------------------------------------------------------------------------------
+
+
+def _write_trace(trace: Trace, outdir: Path, stem: str) -> str:
+    path = outdir / f"{stem}.{trace.decoder}.trace.json"
+    trace.save(path)
+    return str(path)
+
+
+def _write_html(text: str, outdir: Path, name: str) -> str:
+    path = outdir / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def single_outputs(trace: Trace, image_url: str | None, trace_path: str | None = None):
+    """Status, player payload, three whole-run figures, trace file, offline replay file."""
+    payload = player_payload(trace, image_url=image_url)
+    outdir = _outdir()
+    stem = _stem(trace.page.get("source") or "page")
+    trace_path = trace_path or _write_trace(trace, outdir, stem)
+    html_path = _write_html(standalone_html_from_payload(payload, trace_title(trace)), outdir, f"{stem}.{trace.decoder}.replay.html")
+    return (
+        tables.summary_markdown(trace),
+        payload,
+        figures.commit_order_heatmap(trace),
+        figures.confidence_histogram([trace]),
+        figures.tokens_per_forward([trace]),
+        gr.update(value=trace_path, visible=True),
+        gr.update(value=html_path, visible=True),
+    )
+
+
+def compare_outputs(ar: Trace, diff: Trace, image_ar: str | None, image_diff: str | None):
+    """Status, compare payload, metrics table, two diffs, four figures, downloads."""
+    panes = [player_payload(ar, image_url=image_ar, label="AR (one token per forward)"),
+             player_payload(diff, image_url=image_diff, label="diffusion (parallel unmasking)")]
+    headers, rows = tables.metrics_table([ar, diff])
+    outdir = _outdir()
+    stem = _stem(diff.page.get("source") or "page")
+    files = [_write_trace(ar, outdir, stem), _write_trace(diff, outdir, stem)]
+    files.append(_write_html(standalone_compare_html([ar, diff], [image_ar, image_diff], f"{diff.page.get('source')}: AR vs diffusion"),
+                             outdir, f"{stem}.compare.replay.html"))
+    gt = diff.gt_text if diff.gt_text is not None else ar.gt_text
+    if gt is not None:
+        diff_ar, diff_d = tables.diff_segments(ar.text, gt), tables.diff_segments(diff.text, gt)
+        note = "Differences against the page's text layer (ground truth)."
+    else:
+        diff_ar, diff_d = [(ar.text, None)], [(diff.text, None)]
+        note = "This page has no text layer, so there is no ground truth to diff against: the decoded texts are shown as is."
+    status = tables.summary_markdown(ar) + "  \n" + tables.summary_markdown(diff)
+    return (
+        status,
+        compare_payload(panes),
+        gr.update(value=rows, headers=headers),
+        note,
+        diff_ar,
+        diff_d,
+        figures.progress_curves([ar, diff], "forward"),
+        figures.progress_curves([ar, diff], "wall"),
+        figures.confidence_histogram([ar, diff]),
+        figures.commit_order_heatmap(diff),
+        gr.update(value=files, visible=True),
+    )
+
+
+# ---- callbacks ----------------------------------------------------------------------------------
+
+
+def knobs_dict(block_length, steps, threshold, temperature, strategy, seed, max_tokens) -> dict:
+    return {
+        "block_length": int(block_length), "steps": int(steps), "threshold": float(threshold),
+        "temperature": float(temperature), "strategy": strategy, "seed": int(seed or 0),
+        "max_new_tokens": int(max_tokens),
+    }
+
+
+@user_errors
+def run_decode(file, page_number, spec, decoder, block_length, steps, threshold, temperature, strategy, seed,
+               max_tokens, progress=gr.Progress()):
+    page = _load(_path(file), page_number)
+    knobs = knobs_dict(block_length, steps, threshold, temperature, strategy, seed, max_tokens)
+    cb = _progress_cb(progress, "decoding" if decoder == "diffusion" else "decoding (AR)")
+    trace = decode_job(page, spec or "nano", decoder, knobs, None if ON_SPACES_GPU else cb)
+    return single_outputs(trace, image_data_url(page.image))
+
+
+@user_errors
+def run_compare(file, page_number, spec_diffusion, spec_ar, block_length, steps, threshold, strategy, max_tokens,
+                progress=gr.Progress()):
+    page = _load(_path(file), page_number)
+    knobs = knobs_dict(block_length, steps, threshold, 0.0, strategy, 0, max_tokens)
+
+    def cb(done, total, who):
+        progress((done, total), desc=f"{who}: {done}/{total}", unit="blocks")
+
+    ar, diff = compare_job(page, spec_diffusion or "nano", spec_ar or "nano", knobs, None if ON_SPACES_GPU else cb)
+    url = image_data_url(page.image)
+    return compare_outputs(ar, diff, url, url)
+
+
+def _image_for(trace: Trace, page_file) -> str | None:
+    """The page under a loaded trace: the uploaded page if it matches, else a bundled sample by hash."""
+    path = _path(page_file)
+    if path:
+        from ..pages import load_page
+
+        page = load_page(path, page_index=int(trace.page.get("page_index") or 0), dpi=float(trace.page.get("dpi") or 150))
+        if (page.width, page.height) != (trace.page.get("width"), trace.page.get("height")):
+            raise UserInputError(
+                f"the page image is {page.width}x{page.height} pixels but the trace was made on a "
+                f"{trace.page.get('width')}x{trace.page.get('height')} page: the boxes would not line up"
+            )
+        return image_data_url(page.image)
+    img = page_for_trace(trace.page)
+    return image_data_url(img) if img is not None else None
+
+
+@user_errors
+def view_traces(files, page_file=None):
+    """Replay one saved trace, or two (AR + diffusion) on one clock; no model is loaded."""
+    paths = [p for p in ([_path(f) for f in files] if isinstance(files, (list, tuple)) else [_path(files)]) if p]
+    if not paths:
+        raise UserInputError("upload a trace JSON file (from the Decode tab's download or python -m mudiff_viz decode)")
+    if len(paths) > 2:
+        raise UserInputError(f"upload one trace, or two to compare; got {len(paths)} files")
+    traces = [Trace.load(p) for p in paths]
+    images = [_image_for(t, page_file) for t in traces]
+    if len(traces) == 1:
+        out = single_outputs(traces[0], images[0], trace_path=None)
+        return out + (gr.update(visible=False), gr.update(visible=False))
+    traces_imgs = sorted(zip(traces, images), key=lambda ti: ti[0].decoder != "ar")  # AR first
+    (a, ia), (b, ib) = traces_imgs
+    payload = compare_payload([player_payload(a, image_url=ia), player_payload(b, image_url=ib)])
+    headers, rows = tables.metrics_table([a, b])
+    outdir = _outdir()
+    html_path = _write_html(standalone_compare_html([a, b], [ia, ib], "AR vs diffusion"), outdir, "compare.replay.html")
+    status = tables.summary_markdown(a) + "  \n" + tables.summary_markdown(b)
+    return (
+        status, payload,
+        figures.commit_order_heatmap(b if b.decoder == "diffusion" else a),
+        figures.confidence_histogram([a, b]),
+        figures.tokens_per_forward([a, b]),
+        gr.update(visible=False),
+        gr.update(value=html_path, visible=True),
+        gr.update(value=rows, headers=headers, visible=True),
+        gr.update(value=figures.progress_curves([a, b], "wall"), visible=True),
+    )
+
+
+@user_errors
+def view_example(kind: str):
+    ex = example_traces()
+    if kind == "compare":
+        files = ex["ar"][:1] + ex["diffusion"][:1]
+    else:
+        files = ex.get(kind, [])[:1]
+    if not files:
+        raise UserInputError("no bundled example traces: run python scripts/make_example_traces.py")
+    return view_traces(files)
+
+
+@user_errors
+def compare_examples():
+    """The bundled AR + diffusion traces in the Compare view (no model needed)."""
+    ex = example_traces()
+    if not ex["ar"] or not ex["diffusion"]:
+        raise UserInputError("no bundled example traces: run python scripts/make_example_traces.py")
+    ar, diff = Trace.load(ex["ar"][0]), Trace.load(ex["diffusion"][0])
+    return compare_outputs(ar, diff, _image_for(ar, None), _image_for(diff, None))

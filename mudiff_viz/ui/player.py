@@ -1,0 +1,53 @@
+"""The player component: a gr.HTML subclass with a static template; all logic runs in the browser.
+
+The value is the whole payload of mudiff_viz.views.player (sent once per decode). The JS and CSS
+are the static files in assets/player/, shared with the standalone offline replay.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import gradio as gr
+
+from ..views.export import player_css, player_js
+
+TEMPLATE = '<div class="mp-mount"></div>'
+
+
+def js_on_load() -> str:
+    return (
+        f"const MP_CSS = {json.dumps(player_css())};\n"
+        + player_js()
+        + """
+const mount = element.querySelector('.mp-mount');
+const player = MudiffPlayer.mount(mount, props.value, MP_CSS);
+watch('value', () => player.load(props.value));
+"""
+    )
+
+
+class Player(gr.HTML):
+    """Plays a decode trace (or two on one clock) in the browser: scrubber, page overlay, charts."""
+
+    def __init__(self, value: Any = None, **kwargs: Any) -> None:
+        super().__init__(
+            value=value,
+            html_template=TEMPLATE,
+            css_template="",
+            js_on_load=js_on_load(),
+            apply_default_css=False,
+            container=False,
+            padding=False,
+            **kwargs,
+        )
+
+    def api_info(self) -> dict[str, Any]:
+        return {"type": "object", "description": "player payload (mudiff_viz.views.player)"}
+
+    def example_payload(self) -> Any:
+        return None
+
+    def example_value(self) -> Any:
+        return None
