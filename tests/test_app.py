@@ -1,0 +1,160 @@
+"""The launched app through gradio_client: decode a bundled sample, get a trace back, replay it.
+
+The app runs on random-weight nano twins written to a temporary folder (see tests/ui_support.py),
+so these tests need neither the trained weights nor a network.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mudiff_viz.errors import ModelLoadError
+from mudiff_viz.trace import Trace, check_invariants
+from tests.ui_support import ROOT, SAMPLE, launched_app, make_tiny_twins
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    models = make_tiny_twins(tmp_path_factory.mktemp("models"))
+    with launched_app(models) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    from gradio_client import Client
+
+    return Client(app_url, verbose=False)
+
+
+def value(x):
+    """An output's value (gr.update(...) outputs arrive as update dicts)."""
+    return x["value"] if isinstance(x, dict) and x.get("__type__") == "update" else x
+
+
+def decode(client, decoder="diffusion", **over):
+    from gradio_client import handle_file
+
+    args = dict(file=handle_file(str(SAMPLE)), page_number=1, spec="nano", decoder=decoder, block_length=8, steps=8,
+                threshold=0.9, temperature=0.0, strategy="low_confidence_dynamic", seed=0, max_tokens=24)
+    args.update(over)
+    return tuple(value(x) for x in client.predict(**args, api_name="/decode"))
+
+
+@pytest.fixture(scope="module")
+def decoded(client):
+    return decode(client)
+
+
+def test_decode_returns_player_payload_figures_and_downloads(decoded):
+    status, payload, fig_order, fig_conf, fig_tpf, trace_path, html_path = decoded
+    assert "diffusion" in status and "tokens" in status and "CER" in status  # the sample PDF has a text layer
+    assert payload["kind"] == "mudiff-player" and payload["decoder"] == "diffusion"
+    assert payload["page"]["image"].startswith("data:image/jpeg;base64,")
+    assert len(payload["regions"]) == 15  # courier-short.pdf: 15 text lines
+    for fig in (fig_order, fig_conf, fig_tpf):
+        assert fig["type"] == "plotly" and json.loads(fig["plot"])["data"]
+    trace = Trace.load(trace_path)
+    assert check_invariants(trace) == []
+    assert trace.decoder == "diffusion" and trace.params["block_length"] == 8
+    assert sum(1 for f in payload["slots"]["filler"] if not f) == trace.n_tokens
+    html = Path(html_path).read_text(encoding="utf-8")
+    assert html.startswith("<!doctype html>") and "MudiffPlayer.mount" in html and "http" not in html.split("<script>")[1][:200]
+
+
+def test_ar_decode(client):
+    _, payload, *_, trace_path, _ = decode(client, decoder="ar")
+    trace = Trace.load(trace_path)
+    assert trace.decoder == "ar" and check_invariants(trace) == []
+    assert payload["series"]["committed"] == payload["series"]["regions"]  # one token per line per forward
+
+
+def test_viewer_replays_a_saved_trace_without_a_model(client, decoded):
+    from gradio_client import handle_file
+
+    trace_path = decoded[5]
+    out = client.predict(files=[handle_file(trace_path)], page_file=None, api_name="/view_trace")
+    status, payload = out[0], value(out[1])
+    assert payload["kind"] == "mudiff-player"
+    assert payload["page"]["image"], "a trace of a bundled sample finds its page by hash"
+    assert payload["slots"] == decoded[1]["slots"]
+    assert "diffusion" in status
+
+
+def test_viewer_compares_two_traces(client, decoded):
+    from gradio_client import handle_file
+
+    ar_path = decode(client, decoder="ar")[5]
+    out = client.predict(files=[handle_file(decoded[5]), handle_file(ar_path)], page_file=None, api_name="/view_trace")
+    payload = value(out[1])
+    assert payload["mode"] == "compare"
+    assert [p["decoder"] for p in payload["panes"]] == ["ar", "diffusion"]  # AR first, whatever the upload order
+
+
+def test_compare_endpoint(client):
+    from gradio_client import handle_file
+
+    out = client.predict(file=handle_file(str(SAMPLE)), page_number=1, spec_diffusion="nano", spec_ar="nano",
+                         block_length=8, steps=8, threshold=0.9, strategy="low_confidence_dynamic", max_tokens=16,
+                         api_name="/compare")
+    status, payload, table = out[0], value(out[1]), value(out[2])
+    assert payload["mode"] == "compare" and len(payload["panes"]) == 2
+    assert table["headers"] == ["metric", "AR", "diffusion"]
+    assert any(r[0] == "CER vs ground truth" for r in table["data"])
+    assert len(value(out[-1])) == 3  # two traces and the offline replay
+
+
+def test_bad_input_is_a_one_line_error(client, tmp_path):
+    from gradio_client import handle_file
+
+    bad = tmp_path / "not-a-trace.json"
+    bad.write_text('{"schema_version": 1}')
+    with pytest.raises(Exception, match="invalid trace"):
+        client.predict(files=[handle_file(str(bad))], page_file=None, api_name="/view_trace")
+
+
+def test_missing_nano_weights_say_what_to_do(tmp_path, monkeypatch):
+    from models import registry
+    from mudiff_viz.ui import models
+
+    monkeypatch.setattr(registry, "NANO_DIR", tmp_path)
+    assert not models.nano_installed("diffusion")
+    assert models.choices()[0] == ("nano (weights not installed)", "nano")
+    with pytest.raises(ModelLoadError, match="Trace viewer"):
+        models.check("nano", "diffusion")
+
+
+def test_lessons_use_real_controls():
+    from mudiff_viz.decoding.policies import STRATEGIES
+    from mudiff_viz.ui import howitworks
+
+    for lesson in howitworks.LESSONS:
+        s = howitworks.settings_for(lesson)
+        assert s["strategy"] in STRATEGIES and 1 <= s["block_length"] <= 128 and 1 <= s["steps"] <= 128
+        assert 0 <= s["threshold"] <= 1 and lesson.tab in ("decode", "compare")
+
+
+def test_bundled_example_traces_are_valid():
+    traces = sorted((ROOT / "assets" / "traces").glob("*.json"))
+    if not traces:
+        pytest.skip("no bundled traces: run python scripts/make_example_traces.py")
+    decoders = set()
+    for p in traces:
+        t = Trace.load(p)
+        assert check_invariants(t) == []
+        decoders.add(t.decoder)
+    assert decoders == {"ar", "diffusion"}
+
+
+def test_readme_has_the_spaces_header():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text.startswith("---\n")
+    header = text.split("---\n")[1]
+    for line in ("sdk: gradio", "sdk_version: 6.31.0", "app_file: app.py", 'python_version: "3.12"'):
+        assert line in header
+    body = text.split("---\n", 2)[2].lstrip()
+    first_code = body[body.index("```bash") :].splitlines()[1:3]
+    assert first_code[0].startswith("pip install -r requirements.txt && python app.py")

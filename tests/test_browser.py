@@ -1,0 +1,125 @@
+"""The app in a real browser (Debian's Chromium through Playwright): decode, play, scrub, hover.
+
+Skipped with a reason when /usr/bin/chromium or the playwright package is missing (`.ci/run`
+installs Chromium). The app runs on random-weight nano twins (tests/ui_support.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.test_views import HOSTILE, hostile
+from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, launched_app, make_tiny_twins
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"{CHROMIUM} not found: install Debian's chromium package (apt-get install chromium)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    models = make_tiny_twins(tmp_path_factory.mktemp("models"))
+    with launched_app(models) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, app_url):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(app_url)
+    pg.wait_for_selector(".gradio-container")
+    yield pg
+    ctx.close()
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def states(pg, root="#player") -> list[str]:
+    return pg.eval_on_selector_all(f"{root} .token", "els => els.map(e => e.className)")
+
+
+def test_decode_play_scrub_hover(page):
+    page.click("#decode-run")
+    page.wait_for_selector("#player .token", timeout=120_000)
+    n = len(states(page))
+    assert n > 0
+    # play from the start: token states change over time
+    page.click("#player .play")
+    page.wait_for_timeout(400)
+    early = states(page)
+    page.wait_for_timeout(1500)
+    later = states(page)
+    assert early != later, "playing did not change any token state"
+    assert any("st-masked" in c or "st-ghost" in c or "st-unreached" in c for c in early)
+    page.click("#player .play")  # pause
+    # scrub to the last step: every token committed
+    page.eval_on_selector("#player .mp-scrub", "el => { el.value = el.max; el.dispatchEvent(new Event('input', {bubbles: true})); }")
+    final = states(page)
+    assert len(final) == n
+    assert all(("st-done" in c or "st-now" in c) for c in final), [c for c in final if "st-done" not in c][:5]
+    # scrub back to the start: nothing committed yet
+    page.eval_on_selector("#player .mp-scrub", "el => { el.value = 0; el.dispatchEvent(new Event('input', {bubbles: true})); }")
+    assert not any("st-done" in c or "st-now" in c for c in states(page))
+    assert "block 1/" in page.inner_text("#player .mp-header")
+    # hover a token at a middle step: its top-5 alternatives appear
+    page.eval_on_selector("#player .mp-scrub", "el => { el.value = Math.floor(el.max / 2); el.dispatchEvent(new Event('input', {bubbles: true})); }")
+    token = page.locator("#player .token.st-done, #player .token.st-now, #player .token.st-ghost").first
+    token.hover()
+    tip = page.locator("#player .mp-tip")
+    tip.wait_for(state="visible")
+    assert tip.locator(".mp-topk li").count() >= 1
+    assert "Top-5" in tip.inner_text()
+    # click pins it, and the linked page box is highlighted
+    token.click()
+    assert page.locator("#player .mp-inspect .mp-topk li").count() >= 1
+    assert page.locator("#player rect.mp-box.sel").count() == 1
+    # downloads are offered
+    assert page.locator("#decode-download-trace").is_visible()
+    assert page.locator("#decode-download-html").is_visible()
+
+
+def test_wall_clock_and_keyboard(page):
+    page.click("#decode-run")
+    page.wait_for_selector("#player .token", timeout=120_000)
+    page.select_option("#player .mp-clocksel", "wall")
+    page.eval_on_selector("#player .mp-scrub", "el => { el.value = 0; el.dispatchEvent(new Event('input', {bubbles: true})); }")
+    assert "prefill" in page.inner_text("#player .mp-clock")
+    page.focus("#player .mp")
+    page.keyboard.press("End")
+    assert all(("st-done" in c or "st-now" in c) for c in states(page))
+
+
+def test_viewer_shows_model_markup_as_text(page, tmp_path):
+    """A trace whose model text is HTML (an <img onerror>, a <script>) replays it as visible text."""
+    from mudiff_viz.decoding.diffusion import DiffusionParams, decode_diffusion
+    from tests.fixed_backend import FixedBackend, FixedPage
+
+    backend = FixedBackend(seed=1, n_rows=2, eos_at={0: 11})
+    trace = hostile(decode_diffusion(backend, FixedPage(), backend.regions(None),
+                                     DiffusionParams(block_length=8, steps=8, max_new_tokens=16)))
+    path = tmp_path / "hostile.diffusion.json"
+    trace.save(path)
+    page.get_by_role("tab", name="Trace viewer").click()
+    page.set_input_files("#trace-upload input[type=file]", str(path))
+    page.wait_for_selector("#viewer-player .token", timeout=60_000)
+    page.eval_on_selector("#viewer-player .mp-scrub", "el => { el.value = el.max; el.dispatchEvent(new Event('input', {bubbles: true})); }")
+    text = page.inner_text("#viewer-player .mp-text")
+    assert HOSTILE in text.replace("\n", "")
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("#viewer-player .mp-text img, #viewer-player .mp-text script").count() == 0
+    # the page image is unknown (no sample has this hash): the player says so and draws the text instead
+    assert "page image not available" in page.inner_text("#viewer-player .mp-page-note")
+    assert json.loads(json.dumps(HOSTILE)) == HOSTILE

@@ -1,0 +1,75 @@
+"""Shared by the app and browser tests: tiny random nano twins, and the app launched around them.
+
+The twins have the shipped layout (config.json + model.safetensors) but random weights and a
+24-token answer cap, so a whole sample page decodes in a few seconds on one CPU thread. They are
+written to a pytest temporary folder and the registry is pointed at them, so the tests depend on
+neither the trained weights nor anything outside the repository.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "assets" / "samples" / "courier-short.pdf"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+
+
+def make_tiny_twins(folder: Path) -> Path:
+    import torch
+
+    from models.nano.model import NanoConfig, NanoOCR
+    from models.nano.weights import save_model
+
+    for kind in ("diffusion", "ar"):
+        torch.manual_seed(0)
+        cfg = NanoConfig(kind=kind, d_model=64, n_layers=1, n_heads=2, mlp_hidden=128, enc_dim=64, enc_layers=1,
+                         conv_channels=(8, 16, 16, 16), max_answer=24)
+        save_model(NanoOCR(cfg), folder / f"nano-{kind}")
+    return folder
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def launched_app(models_dir: Path):
+    """The real app (app.build_app + launch_kwargs) on a free port, with the nano twins in ``models_dir``."""
+    import torch
+
+    from models import registry
+
+    torch.set_num_threads(1)
+    old_dir = registry.NANO_DIR
+    registry.NANO_DIR = models_dir
+    registry._cache.clear()
+    from mudiff_viz.ui.app import build_app, launch_kwargs
+
+    demo = build_app()
+    kwargs = {**launch_kwargs(), "server_port": free_port(), "server_name": "127.0.0.1"}
+    demo.queue(default_concurrency_limit=1)
+    demo.launch(prevent_thread_lock=True, quiet=True, **kwargs)
+    url = f"http://127.0.0.1:{kwargs['server_port']}/"
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url + "gradio_api/info", timeout=5).read()
+                break
+            except Exception:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.3)
+        yield url
+    finally:
+        demo.close()
+        registry.NANO_DIR = old_dir
+        registry._cache.clear()
