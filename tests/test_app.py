@@ -50,7 +50,7 @@ def decoded(client):
 
 
 def test_decode_returns_player_payload_figures_and_downloads(decoded):
-    status, payload, fig_order, fig_conf, fig_tpf, trace_path, html_path = decoded
+    status, payload, fig_order, fig_conf, fig_tpf, (trace_path, html_path) = decoded
     assert "diffusion" in status and "tokens" in status and "CER" in status  # the sample PDF has a text layer
     assert payload["kind"] == "mudiff-player" and payload["decoder"] == "diffusion"
     assert payload["page"]["image"].startswith("data:image/jpeg;base64,")
@@ -66,7 +66,7 @@ def test_decode_returns_player_payload_figures_and_downloads(decoded):
 
 
 def test_ar_decode(client):
-    _, payload, *_, trace_path, _ = decode(client, decoder="ar")
+    _, payload, *_, (trace_path, _) = decode(client, decoder="ar")
     trace = Trace.load(trace_path)
     assert trace.decoder == "ar" and check_invariants(trace) == []
     assert payload["series"]["committed"] == payload["series"]["regions"]  # one token per line per forward
@@ -75,7 +75,7 @@ def test_ar_decode(client):
 def test_viewer_replays_a_saved_trace_without_a_model(client, decoded):
     from gradio_client import handle_file
 
-    trace_path = decoded[5]
+    trace_path = decoded[5][0]
     out = client.predict(files=[handle_file(trace_path)], page_file=None, api_name="/view_trace")
     status, payload = out[0], value(out[1])
     assert payload["kind"] == "mudiff-player"
@@ -87,8 +87,8 @@ def test_viewer_replays_a_saved_trace_without_a_model(client, decoded):
 def test_viewer_compares_two_traces(client, decoded):
     from gradio_client import handle_file
 
-    ar_path = decode(client, decoder="ar")[5]
-    out = client.predict(files=[handle_file(decoded[5]), handle_file(ar_path)], page_file=None, api_name="/view_trace")
+    ar_path = decode(client, decoder="ar")[5][0]
+    out = client.predict(files=[handle_file(decoded[5][0]), handle_file(ar_path)], page_file=None, api_name="/view_trace")
     payload = value(out[1])
     assert payload["mode"] == "compare"
     assert [p["decoder"] for p in payload["panes"]] == ["ar", "diffusion"]  # AR first, whatever the upload order

@@ -294,14 +294,41 @@
         boxLayer.parentNode.appendChild(boxLayer); // boxes on top
       }
       this.svg = svg;
-      stack.style.aspectRatio = `${W} / ${H}`;
+      this.stack = stack;
+      this.img = stack.querySelector("img");
+      this.pageSize = [W, H];
       stack.appendChild(svg);
       this.pageBox.appendChild(stack);
+      this.setView(this.player.opts.pageView);
       const note = el("div", "mp-page-note");
       const src = p.page.source ? String(p.page.source) : "page";
       note.textContent = (p.page.image ? src : src + " (page image not available: showing its text)") +
         (this.hasBoxes ? "" : " · no token boxes in this trace: region boxes only");
       this.pageBox.appendChild(note);
+    }
+    textExtent() {
+      // the union of the region boxes with a margin: short pages do not waste the panel on blank paper
+      const [W, H] = this.pageSize, rs = this.m.p.regions;
+      if (!rs.length) return [0, 0, W, H];
+      let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+      rs.forEach((r) => { x0 = Math.min(x0, r.bbox[0]); y0 = Math.min(y0, r.bbox[1]); x1 = Math.max(x1, r.bbox[2]); y1 = Math.max(y1, r.bbox[3]); });
+      const pad = 0.03 * Math.max(W, H);
+      x0 = Math.max(0, x0 - pad); y0 = Math.max(0, y0 - pad); x1 = Math.min(W, x1 + pad); y1 = Math.min(H, y1 + pad);
+      if (x1 - x0 < 0.2 * W) { x0 = 0; x1 = W; }
+      return [x0, y0, x1 - x0, y1 - y0];
+    }
+    setView(view) {
+      const [W, H] = this.pageSize;
+      const [x, y, w, h] = view === "page" ? [0, 0, W, H] : this.textExtent();
+      this.svg.setAttribute("viewBox", `${x} ${y} ${w} ${h}`);
+      this.stack.style.aspectRatio = `${w} / ${h}`;
+      if (this.img) {
+        const st = this.img.style;
+        st.width = (100 * W / w) + "%";
+        st.height = (100 * H / h) + "%";
+        st.left = (-100 * x / w) + "%";
+        st.top = (-100 * y / h) + "%";
+      }
     }
     render(s, opts) {
       const m = this.m, p = m.p;
@@ -426,7 +453,7 @@
       if (th != null && ser.above) {
         const above = ser.above[k];
         if (above >= ser.committed[k]) return `Forward ${s}: ${above} guesses above the ${th} threshold were committed, over ${lines} line(s).${forced}`;
-        return `Forward ${s}: only ${above} guesses passed the ${th} threshold, so the quota committed the ${ser.committed[k]} most confident, over ${lines} line(s).${forced}`;
+        return `Forward ${s}: only ${above} ${above === 1 ? "guess" : "guesses"} passed the ${th} threshold, so the quota committed the ${ser.committed[k]} most confident, over ${lines} line(s).${forced}`;
       }
       return `Forward ${s}: ${strategy || "policy"} committed ${ser.committed[k]} position(s) over ${lines} line(s).${forced}`;
     }
@@ -573,7 +600,7 @@
       this.root = root;
       root.classList.add("mp");
       root.setAttribute("tabindex", "0");
-      this.opts = { colourBy: "confidence", ghosts: true, underline: 0.5 };
+      this.opts = { colourBy: "confidence", ghosts: true, underline: 0.5, pageView: "text" };
       this.clock = "forward";
       this.playing = false;
       this.t = 0; // wall-clock position (s)
@@ -691,6 +718,7 @@
       this.clockSel = field("Clock", select("mp-clocksel", [["forward", "forward passes"], ["wall", "wall time"]], "forward", (v) => this.setClock(v)));
       this.speedSel = field("Speed", select("mp-speed", [], "", (v) => this.setSpeed(Number(v))));
       field("Colour by", select("mp-colour", [["confidence", "confidence"], ["commit", "commit step"]], "confidence", (v) => { this.opts.colourBy = v; this.buildLegend(); this.redraw(true); }));
+      field("Page", select("mp-pageview", [["text", "fit the text"], ["page", "whole page"]], this.opts.pageView, (v) => { this.opts.pageView = v; this.panes.forEach((p) => p.setView(v)); }));
       const ghosts = el("input", "mp-ghosts");
       ghosts.type = "checkbox";
       ghosts.checked = true;

@@ -8,6 +8,7 @@ figure comes from :mod:`mudiff_viz.views`. Stable element ids for tests and auto
 
 from __future__ import annotations
 
+import csv
 import os
 
 from . import gpu as _gpu  # noqa: F401  (imports `spaces` before anything touches CUDA)
@@ -19,6 +20,9 @@ from ..limits import current as current_limits  # noqa: E402
 from . import callbacks as cb  # noqa: E402
 from . import howitworks, models  # noqa: E402
 from .player import Player  # noqa: E402
+
+# Gradio's example cache is a CSV file; a player payload is one (large) field of it
+csv.field_size_limit(2**31 - 1)
 
 MODEL_WORK = "model"  # one shared concurrency slot for everything that runs a model
 
@@ -39,11 +43,9 @@ CSS = """
 
 def _decode_tab(samples: list[str], default: str | None, model_choices: list[tuple[str, str]], limits):
     with gr.Row(equal_height=False):
-        with gr.Column(scale=4, min_width=300):
+        with gr.Column(scale=4, min_width=300) as page_column:
             page_file = gr.File(label="Page (PDF, PNG or JPEG)", value=default, file_types=[".pdf", ".png", ".jpg", ".jpeg"],
                                 elem_id="decode-input", height=110)
-            gr.Examples(examples=[[p] for p in samples], inputs=[page_file], label="Bundled samples (click one)",
-                        example_labels=[os.path.basename(p) for p in samples])
             page_no = gr.Number(value=1, minimum=1, maximum=1, precision=0, label="PDF page", interactive=False)
         with gr.Column(scale=3, min_width=220):
             preview = gr.Image(label="Page preview", height=300, interactive=False, buttons=[])
@@ -68,21 +70,27 @@ def _decode_tab(samples: list[str], default: str | None, model_choices: list[tup
             run = gr.Button("Run decode", variant="primary", elem_id="decode-run")
     status = gr.Markdown(elem_id="decode-status")
     player = Player(elem_id="player")
-    with gr.Row():
-        dl_trace = gr.DownloadButton("Download trace (JSON)", visible=False, elem_id="decode-download-trace", size="sm", scale=0, min_width=240)
-        dl_html = gr.DownloadButton("Download offline replay (HTML)", visible=False, elem_id="decode-download-html", size="sm", scale=0, min_width=280)
+    downloads = gr.File(label="Downloads: the trace (JSON, replays in the Trace viewer) and an offline replay (HTML, opens in any browser)",
+                        file_count="multiple", interactive=False, elem_id="decode-downloads", height=90)
     with gr.Accordion("Whole-run figures", open=True):
         fig_order = gr.Plot(show_label=False)
         with gr.Row():
             fig_conf = gr.Plot(show_label=False)
             fig_tpf = gr.Plot(show_label=False)
 
+    inputs = [page_file, page_no, model, decoder, block_length, steps, threshold, temperature, strategy, seed, max_tokens]
+    outputs = [status, player, fig_order, fig_conf, fig_tpf, downloads]
+    with page_column:
+        # bundled samples with the default settings; cached lazily on Spaces (the first click decodes, later ones replay)
+        gr.Examples(
+            examples=[[p, 1, model_choices[0][1], "diffusion", 32, 32, 0.95, 0.0, "low_confidence_dynamic", 0, 1024] for p in samples],
+            inputs=inputs, outputs=outputs, fn=cb.run_decode, cache_examples=_cache_examples(), cache_mode="lazy",
+            label="Bundled samples (click one)", example_labels=[os.path.basename(p) for p in samples],
+        )
     page_file.change(cb.preview_page, [page_file, page_no], [preview, page_no, page_info], queue=False, api_visibility="private")
     page_no.submit(cb.preview_page, [page_file, page_no], [preview, page_no, page_info], queue=False, api_visibility="private")
     decoder.change(lambda d: gr.update(visible=d == "diffusion"), decoder, diffusion_knobs, queue=False,
                    api_visibility="private")
-    inputs = [page_file, page_no, model, decoder, block_length, steps, threshold, temperature, strategy, seed, max_tokens]
-    outputs = [status, player, fig_order, fig_conf, fig_tpf, dl_trace, dl_html]
     run.click(cb.run_decode, inputs, outputs, concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="decode")
     return {
         "page_file": page_file, "page_no": page_no, "preview": preview, "page_info": page_info, "decoder": decoder,
@@ -90,6 +98,12 @@ def _decode_tab(samples: list[str], default: str | None, model_choices: list[tup
         "strategy": strategy, "seed": seed, "max_tokens": max_tokens, "run": run, "inputs": inputs, "outputs": outputs,
         "model_note": model_note,
     }
+
+
+def _cache_examples() -> bool | None:
+    """MUDIFF_CACHE_EXAMPLES=1/0 forces it; otherwise Gradio decides (on for Spaces, off locally)."""
+    env = os.environ.get("MUDIFF_CACHE_EXAMPLES")
+    return None if env is None else env.lower() in ("1", "true", "yes")
 
 
 def _missing_note() -> str:
@@ -137,7 +151,8 @@ def _compare_tab(default: str | None, model_choices: list[tuple[str, str]], limi
         with gr.Row():
             fig_conf = gr.Plot(show_label=False)
             fig_order = gr.Plot(show_label=False)
-    files = gr.File(label="Downloads: both traces and an offline replay", file_count="multiple", visible=False)
+    files = gr.File(label="Downloads: both traces and an offline replay (HTML)", file_count="multiple", interactive=False,
+                    height=90)
 
     page_file.change(lambda f, n: cb.preview_page(f, n)[1:], [page_file, page_no], [page_no, page_info], queue=False,
                      api_visibility="private")
@@ -163,9 +178,8 @@ def _viewer_tab():
             ex_c = gr.Button("Example: AR vs diffusion", elem_id="trace-example-compare")
     status = gr.Markdown()
     player = Player(elem_id="viewer-player")
-    with gr.Row():
-        dl_trace = gr.DownloadButton("Download trace (JSON)", visible=False, size="sm", scale=0, min_width=240)
-        dl_html = gr.DownloadButton("Download offline replay (HTML)", visible=False, size="sm", scale=0, min_width=280)
+    downloads = gr.File(label="Downloads: the trace(s) and an offline replay (HTML)", file_count="multiple",
+                        interactive=False, height=90)
     table = gr.Dataframe(headers=["metric", "AR", "diffusion"], label="Metrics", interactive=False, visible=False, wrap=True)
     fig_prog = gr.Plot(show_label=False, visible=False)
     with gr.Accordion("Whole-run figures", open=True):
@@ -173,7 +187,7 @@ def _viewer_tab():
         with gr.Row():
             fig_conf = gr.Plot(show_label=False)
             fig_tpf = gr.Plot(show_label=False)
-    outputs = [status, player, fig_order, fig_conf, fig_tpf, dl_trace, dl_html, table, fig_prog]
+    outputs = [status, player, fig_order, fig_conf, fig_tpf, downloads, table, fig_prog]
     replay.click(cb.view_traces, [files, page], outputs, api_name="view_trace")
     files.upload(cb.view_traces, [files, page], outputs, api_visibility="private")
     ex_d.click(lambda: cb.view_example("diffusion"), None, outputs, api_name="view_example")

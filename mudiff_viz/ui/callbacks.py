@@ -165,12 +165,12 @@ def _write_html(text: str, outdir: Path, name: str) -> str:
     return str(path)
 
 
-def single_outputs(trace: Trace, image_url: str | None, trace_path: str | None = None):
-    """Status, player payload, three whole-run figures, trace file, offline replay file."""
+def single_outputs(trace: Trace, image_url: str | None):
+    """Status, player payload, three whole-run figures, downloads [trace JSON, offline replay HTML]."""
     payload = player_payload(trace, image_url=image_url)
     outdir = _outdir()
     stem = _stem(trace.page.get("source") or "page")
-    trace_path = trace_path or _write_trace(trace, outdir, stem)
+    trace_path = _write_trace(trace, outdir, stem)
     html_path = _write_html(standalone_html_from_payload(payload, trace_title(trace)), outdir, f"{stem}.{trace.decoder}.replay.html")
     return (
         tables.summary_markdown(trace),
@@ -178,8 +178,7 @@ def single_outputs(trace: Trace, image_url: str | None, trace_path: str | None =
         figures.commit_order_heatmap(trace),
         figures.confidence_histogram([trace]),
         figures.tokens_per_forward([trace]),
-        gr.update(value=trace_path, visible=True),
-        gr.update(value=html_path, visible=True),
+        [trace_path, html_path],
     )
 
 
@@ -212,7 +211,7 @@ def compare_outputs(ar: Trace, diff: Trace, image_ar: str | None, image_diff: st
         figures.progress_curves([ar, diff], "wall"),
         figures.confidence_histogram([ar, diff]),
         figures.commit_order_heatmap(diff),
-        gr.update(value=files, visible=True),
+        files,
     )
 
 
@@ -278,8 +277,9 @@ def view_traces(files, page_file=None):
         raise UserInputError(f"upload one trace, or two to compare; got {len(paths)} files")
     traces = [Trace.load(p) for p in paths]
     images = [_image_for(t, page_file) for t in traces]
+    paths = [p for _, p in sorted(zip(traces, paths), key=lambda tp: tp[0].decoder != "ar")]
     if len(traces) == 1:
-        out = single_outputs(traces[0], images[0], trace_path=None)
+        out = single_outputs(traces[0], images[0])
         return out + (gr.update(visible=False), gr.update(visible=False))
     traces_imgs = sorted(zip(traces, images), key=lambda ti: ti[0].decoder != "ar")  # AR first
     (a, ia), (b, ib) = traces_imgs
@@ -293,8 +293,7 @@ def view_traces(files, page_file=None):
         figures.commit_order_heatmap(b if b.decoder == "diffusion" else a),
         figures.confidence_histogram([a, b]),
         figures.tokens_per_forward([a, b]),
-        gr.update(visible=False),
-        gr.update(value=html_path, visible=True),
+        [*paths, html_path],
         gr.update(value=rows, headers=headers, visible=True),
         gr.update(value=figures.progress_curves([a, b], "wall"), visible=True),
     )

@@ -46,6 +46,12 @@ class Player(gr.HTML):
     def api_info(self) -> dict[str, Any]:
         return {"type": "object", "description": "player payload (mudiff_viz.views.player)"}
 
+    def read_from_flag(self, payload: Any) -> Any:
+        """Cached examples store the payload as JSON text: give the browser the object back."""
+        if isinstance(payload, str) and payload.startswith("{"):
+            return json.loads(payload)
+        return payload
+
     def example_payload(self) -> Any:
         return None
 
