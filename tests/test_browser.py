@@ -123,3 +123,34 @@ def test_viewer_shows_model_markup_as_text(page, tmp_path):
     # the page image is unknown (no sample has this hash): the player says so and draws the text instead
     assert "page image not available" in page.inner_text("#viewer-player .mp-page-note")
     assert json.loads(json.dumps(HOSTILE)) == HOSTILE
+
+
+def test_offline_replay_needs_no_network(browser, tmp_path):
+    """The downloadable HTML replay plays from a file with every network request refused."""
+    from mudiff_viz.decoding.diffusion import DiffusionParams, decode_diffusion
+    from mudiff_viz.views.export import standalone_html
+    from tests.fixed_backend import FixedBackend, FixedPage
+
+    backend = FixedBackend(seed=3, n_rows=3, eos_at={1: 9})
+    trace = decode_diffusion(backend, FixedPage(), backend.regions(None), DiffusionParams(block_length=8, steps=4, max_new_tokens=16))
+    path = tmp_path / "replay.html"
+    path.write_text(standalone_html(trace, find_page=False), encoding="utf-8")
+    ctx = browser.new_context()
+    requests: list[str] = []
+
+    def refuse(route):
+        requests.append(route.request.url)
+        route.abort()
+
+    ctx.route("http*://**/*", refuse)
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(path.as_uri())
+    pg.wait_for_selector("#player .token")
+    assert pg.locator("#player .token").count() == trace.n_tokens
+    pg.keyboard.press("Home")
+    pg.click("#player .play")
+    pg.wait_for_timeout(300)
+    assert not errors and not requests
+    ctx.close()

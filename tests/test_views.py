@@ -187,3 +187,16 @@ def test_tables(diffusion, ar):
     assert "".join(t for t, lab in seg if lab != "missing") == "the cat sat"
     assert ("!", "missing") in seg and any(lab == "substituted" for _, lab in seg)
     assert "<" not in tables.summary_markdown(hostile(diffusion))
+
+
+def test_trace_recorded_without_steps_still_plays():
+    backend = FixedBackend(seed=4, n_rows=2, eos_at={0: 6})
+    params = DiffusionParams(block_length=8, steps=8, max_new_tokens=16, record=False)
+    trace = decode_diffusion(backend, FixedPage(), backend.regions(None), params)
+    assert not trace.steps
+    p = player_payload(trace)
+    assert not p["recorded"] and not p["entries"]["slot"]
+    last = max(t.commit_step for r in trace.regions for t in r.tokens)
+    assert p["clock"]["n"] == last + 1 == len(p["clock"]["time"]) == len(p["series"]["kept"])
+    assert sum(p["series"]["kept"]) == trace.n_tokens
+    assert p["slots"]["open"] == p["slots"]["commit"]

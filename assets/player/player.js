@@ -489,11 +489,15 @@
     { key: "progress", title: "Text committed so far", kind: "progress", max: 1 },
   ];
 
+  const LINES_CHART = { key: "lines", title: "Lines still decoding (AR has no masks)", y: (ser, k) => ser.regions[k], kind: "area" };
+
   class Charts {
     constructor(player) {
       this.player = player;
       this.root = el("div", "mp-charts");
-      this.charts = CHARTS.map((c) => {
+      const allAr = player.models.every((m) => m.p.decoder === "ar");
+      const defs = CHARTS.map((c) => (c.key === "masks_left" && allAr ? LINES_CHART : c));
+      this.charts = defs.map((c) => {
         const box = el("figure", "mp-chart");
         const cap = el("figcaption", "", c.title);
         box.appendChild(cap);

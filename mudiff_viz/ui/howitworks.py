@@ -84,10 +84,11 @@ READING_GUIDE = """
 
 * **Header**: *block b/B · step s/S · masks left · committed this step*; the line below says why the
   policy committed what it did at this pass.
-* **Token states**: not yet reached (hidden) · masked (hatched box) · ghost guess (faded italic) ·
-  committed this step (black outline) · committed earlier (coloured by confidence, cividis ramp).
-  Committed tokens below the *Underline below* confidence get a wavy underline, so low confidence is
-  visible without colour.
+* **Token states**: not yet reached (hidden) · masked (a ░ cell) · ghost guess (faded italic: the
+  model's current guess, fainter when less sure) · committed this step (black outline) · committed
+  earlier (coloured by confidence on the colour-blind-safe cividis ramp). Committed tokens below the
+  *Underline below* confidence are underlined, so low confidence is visible without colour. Text
+  decoded after the end-of-text token inside its block is struck through, then dropped.
 * **Hover** a token or a box on the page: the five best candidates at the current step, when it was
   committed, and its guess history (how often the guess changed). **Click** to pin it; the page box
   and the token highlight each other.

@@ -43,13 +43,23 @@ def block_length(trace: Trace) -> int | None:
     return int(trace.params.get("block_length") or 32)
 
 
+def clock_n(trace: Trace) -> int:
+    """Forwards on the shared clock (also for traces recorded without steps: from commit clocks)."""
+    last_commit = max((t.commit_step for r in trace.regions for t in r.tokens), default=-1)
+    return max(trace.clock_length, last_commit + 1)
+
+
 def clock_times(trace: Trace) -> list[float]:
     """Wall time (s since the request) at which each forward on the shared clock finished."""
-    n = trace.clock_length
+    n = clock_n(trace)
     times = [math.nan] * n
     for s in trace.steps:
         if math.isnan(times[s.nfe]) or s.time_s > times[s.nfe]:
             times[s.nfe] = s.time_s
+    for r in trace.regions:  # forwards with no recorded step (recorded without steps): commit times
+        for t in r.tokens:
+            if 0 <= t.commit_step < n and math.isnan(times[t.commit_step]):
+                times[t.commit_step] = t.commit_time_s
     prefill = float(trace.metrics.get("prefill_s", 0.0))
     last = prefill
     for k in range(n):  # fill gaps (none in practice) and keep the clock monotone
@@ -110,7 +120,7 @@ def slots(trace: Trace) -> dict:
 
 def entries(trace: Trace, index: dict[tuple[int, int], int]) -> dict:
     """Step records flattened to one entry per masked position per forward, grouped by forward."""
-    n = trace.clock_length
+    n = clock_n(trace)
     by_tick: list[list] = [[] for _ in range(n)]
     for s in trace.steps:
         by_tick[s.nfe].append(s)
@@ -149,7 +159,7 @@ def series(trace: Trace) -> dict:
     - ``forced``: positions force-committed at the step limit
     - ``above``: guesses above the confidence threshold at forward k (diffusion with a threshold)
     """
-    n = trace.clock_length
+    n = clock_n(trace)
     masks_left, committed, kept = [0] * n, [0] * n, [0] * n
     conf_min, conf_mean = [None] * n, [None] * n
     sums, counts = [0.0] * n, [0] * n
@@ -208,7 +218,7 @@ def n_blocks(trace: Trace) -> int:
 def player_payload(trace: Trace, image_url: str | None = None, label: str | None = None) -> dict:
     """Everything the player needs for one trace (JSON-serialisable, model text as plain strings)."""
     sl = slots(trace)
-    n = trace.clock_length
+    n = clock_n(trace)
     m = trace.metrics
     threshold = trace.params.get("threshold") if trace.decoder == "diffusion" else None
     strategy = trace.params.get("strategy")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..align import diff_ops
 from ..metrics import order_correlation
 from ..trace import Trace
+from .player import clock_n
 
 DIFF_COLOURS = {"substituted": "#e69f00", "extra": "#cc79a7", "missing": "#56b4e9"}
 
@@ -24,7 +25,7 @@ def metric_rows(trace: Trace) -> list[tuple[str, str]]:
         ("model", f"{trace.model.get('name')} ({trace.model.get('params_m')} M params)"),
         ("tokens", _fmt(m.get("tokens"))),
         ("NFE (forwards per sequence)", _fmt(m.get("nfe"))),
-        ("forward passes (shared clock)", _fmt(trace.clock_length)),
+        ("forward passes (shared clock)", _fmt(clock_n(trace))),
         ("tokens per forward", _fmt(m.get("tokens_per_forward"))),
         ("wall time", _fmt(m.get("wall_s"), " s")),
         ("prefill (vision + prompt)", _fmt(m.get("prefill_s"), " s")),
@@ -85,7 +86,7 @@ def summary_markdown(trace: Trace) -> str:
     parts = [
         f"**{'AR' if trace.decoder == 'ar' else 'diffusion'}** · {trace.model.get('name')}",
         f"{len(trace.regions)} regions", f"{m.get('tokens')} tokens", f"NFE {m.get('nfe')}",
-        f"{m.get('tokens_per_forward')} tokens/forward", f"{trace.clock_length} forward passes",
+        f"{m.get('tokens_per_forward')} tokens/forward", f"{clock_n(trace)} forward passes",
         f"wall {m.get('wall_s')} s (prefill {m.get('prefill_s')} s)",
     ]
     if "cer" in m:
