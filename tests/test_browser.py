@@ -154,3 +154,14 @@ def test_offline_replay_needs_no_network(browser, tmp_path):
     pg.wait_for_timeout(300)
     assert not errors and not requests
     ctx.close()
+
+
+def test_lesson_button_sets_the_controls_and_runs(page):
+    """How it works: 'Try it: block length 8' switches to Decode with block length 8 and decodes."""
+    page.get_by_role("tab", name="How it works").click()
+    page.click("#lesson-blocks")
+    page.wait_for_selector("#player .token", timeout=120_000)
+    assert page.get_by_role("tab", name="Decode").get_attribute("aria-selected") == "true"
+    page.eval_on_selector("#player .mp-scrub", "el => { el.value = 1; el.dispatchEvent(new Event('input', {bubbles: true})); }")
+    # the tiny twins answer 24 tokens per line: three blocks of 8
+    assert "block 1/3" in page.inner_text("#player .mp-header")

@@ -22,7 +22,7 @@ from ..views.export import standalone_compare_html, standalone_html_from_payload
 from ..views.page_image import image_data_url, page_for_trace
 from ..views.player import compare_payload, player_payload
 from . import models
-from .gpu import ON_SPACES_GPU, gpu
+from .gpu import ON_ZERO_GPU, gpu
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "assets" / "samples"
@@ -232,7 +232,7 @@ def run_decode(file, page_number, spec, decoder, block_length, steps, threshold,
     page = _load(_path(file), page_number)
     knobs = knobs_dict(block_length, steps, threshold, temperature, strategy, seed, max_tokens)
     cb = _progress_cb(progress, "decoding" if decoder == "diffusion" else "decoding (AR)")
-    trace = decode_job(page, spec or "nano", decoder, knobs, None if ON_SPACES_GPU else cb)
+    trace = decode_job(page, spec or "nano", decoder, knobs, None if ON_ZERO_GPU else cb)
     return single_outputs(trace, image_data_url(page.image))
 
 
@@ -245,7 +245,7 @@ def run_compare(file, page_number, spec_diffusion, spec_ar, block_length, steps,
     def cb(done, total, who):
         progress((done, total), desc=f"{who}: {done}/{total}", unit="blocks")
 
-    ar, diff = compare_job(page, spec_diffusion or "nano", spec_ar or "nano", knobs, None if ON_SPACES_GPU else cb)
+    ar, diff = compare_job(page, spec_diffusion or "nano", spec_ar or "nano", knobs, None if ON_ZERO_GPU else cb)
     url = image_data_url(page.image)
     return compare_outputs(ar, diff, url, url)
 

@@ -32,7 +32,7 @@ def choices() -> list[tuple[str, str]]:
     for spec in configured_models():
         if spec == "nano":
             ok = nano_installed("diffusion") and nano_installed("ar")
-            out.append(("nano (embedded, CPU)" if ok else "nano (weights not installed)", "nano"))
+            out.append(("nano (embedded)" if ok else "nano (weights not installed)", "nano"))
         else:
             out.append((spec, spec))
     return out
