@@ -200,3 +200,18 @@ def test_trace_recorded_without_steps_still_plays():
     assert p["clock"]["n"] == last + 1 == len(p["clock"]["time"]) == len(p["series"]["kept"])
     assert sum(p["series"]["kept"]) == trace.n_tokens
     assert p["slots"]["open"] == p["slots"]["commit"]
+
+
+def test_token_correctness_against_ground_truth(diffusion):
+    from mudiff_viz.views.player import token_correctness
+
+    d = json.loads(diffusion.to_json())
+    r = d["regions"][0]
+    toks = [t for t in r["tokens"] if not t["stop"]]
+    r["gt_text"] = r["text"][:2] + ("z" if r["text"][2] != "z" else "y") + r["text"][3:]
+    t = Trace.from_dict(d)
+    marks = token_correctness(t.regions[0])
+    assert marks[:len(toks)] == [1, 1, 0] + [1] * (len(toks) - 3)
+    assert all(m == -1 for m, tok in zip(marks, t.regions[0].tokens) if tok.stop)
+    assert token_correctness(diffusion.regions[1]) == [-1] * len(diffusion.regions[1].tokens)  # no ground truth
+    assert player_payload(t)["slots"]["correct"][:3] == [1, 1, 0]

@@ -37,6 +37,9 @@
     return out;
   }
   const RAMPS = { confidence: buildRamp(CIVIDIS, 0.3), commit: buildRamp(VIRIDIS, 0.3) };
+  // "correct vs ground truth": index 0 wrong (Okabe-Ito orange), 50 unknown (grey), 100 right (sky blue)
+  RAMPS.correct = RAMPS.confidence.map((_, i) => (i < 25 ? { bg: "#f3c677", fg: "#111", solid: "#e69f00" }
+    : i > 75 ? { bg: "#b9dcf2", fg: "#111", solid: "#56b4e9" } : { bg: "#e3e5e8", fg: "#111", solid: "#b0b4ba" }));
   const PANE_COLOURS = ["#0072b2", "#d55e00", "#009e73", "#cc79a7"]; // Okabe-Ito
 
   // slot states
@@ -335,7 +338,8 @@
       s = m.compute(s);
       this.frame = s;
       const st = m.state, ea = m.entryAt;
-      const colourBy = opts.colourBy, ramp = RAMPS[colourBy === "commit" ? "commit" : "confidence"];
+      const colourBy = opts.colourBy, ramp = RAMPS[colourBy] || RAMPS.confidence;
+      const correct = p.slots.correct;
       const N = Math.max(1, m.N - 1), under = opts.underline, ghosts = opts.ghosts;
       for (let i = 0; i < m.n; i++) {
         let state = st[i];
@@ -347,7 +351,10 @@
           conf = m.conf[i];
         }
         let ci = 0;
-        if (state === NOW || state === DONE) ci = colourBy === "commit" ? Math.round(100 * m.commit[i] / N) : Math.round(100 * conf);
+        if (state === NOW || state === DONE) {
+          ci = colourBy === "commit" ? Math.round(100 * m.commit[i] / N)
+            : colourBy === "correct" ? (correct && correct[i] >= 0 ? 100 * correct[i] : 50) : Math.round(100 * conf);
+        }
         else if (state === GHOST) ci = Math.round(100 * conf);
         const low = (state === NOW || state === DONE) && conf < under ? 1 : 0;
         const key = state + 8 * (ci + 128 * (low + 2 * (cand + 1)));
@@ -721,7 +728,9 @@
       };
       this.clockSel = field("Clock", select("mp-clocksel", [["forward", "forward passes"], ["wall", "wall time"]], "forward", (v) => this.setClock(v)));
       this.speedSel = field("Speed", select("mp-speed", [], "", (v) => this.setSpeed(Number(v))));
-      field("Colour by", select("mp-colour", [["confidence", "confidence"], ["commit", "commit step"]], "confidence", (v) => { this.opts.colourBy = v; this.buildLegend(); this.redraw(true); }));
+      const colourModes = [["confidence", "confidence"], ["commit", "commit step"]];
+      if (this.models.some((m) => (m.p.slots.correct || []).some((c) => c >= 0))) colourModes.push(["correct", "right vs ground truth"]);
+      field("Colour by", select("mp-colour", colourModes, "confidence", (v) => { this.opts.colourBy = v; this.buildLegend(); this.redraw(true); }));
       field("Page", select("mp-pageview", [["text", "fit the text"], ["page", "whole page"]], this.opts.pageView, (v) => { this.opts.pageView = v; this.panes.forEach((p) => p.setView(v)); }));
       const ghosts = el("input", "mp-ghosts");
       ghosts.type = "checkbox";
@@ -755,6 +764,18 @@
         stBox.appendChild(item);
       });
       lg.appendChild(stBox);
+      if (this.opts.colourBy === "correct") {
+        const box = el("div", "mp-legend-ramp");
+        [["correct", RAMPS.correct[100]], ["differs from the ground truth", RAMPS.correct[0]], ["no ground truth", RAMPS.correct[50]]].forEach(([label, c]) => {
+          const sw = el("span", "mp-swatch", "a");
+          sw.style.background = c.bg;
+          sw.style.color = c.fg;
+          box.appendChild(sw);
+          box.appendChild(el("span", "", label));
+        });
+        lg.appendChild(box);
+        return;
+      }
       const rampBox = el("div", "mp-legend-ramp");
       const commitMode = this.opts.colourBy === "commit";
       const ramp = RAMPS[commitMode ? "commit" : "confidence"];
@@ -989,6 +1010,8 @@
       }
       box.appendChild(head);
       const c = m.commit[i];
+      const corr = p.slots.correct ? p.slots.correct[i] : -1;
+      if (corr >= 0) head.appendChild(el("span", corr ? "mp-d-ok" : "mp-d-bad", corr ? "✓ matches the ground truth" : "✗ differs from the ground truth"));
       const status = el("div", "mp-d-status");
       status.appendChild(el("strong", "", STATE_NAMES[state === GHOST && !this.opts.ghosts ? MASKED : state]));
       if (c >= 0) status.appendChild(el("span", "", ` · committed at forward ${c + 1} (t = ${fmtS(m.time[c])}) with confidence ${pct(m.filler[i] ? (e >= 0 ? m.econf[e] : 0) : m.conf[i])}`));

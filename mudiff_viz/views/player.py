@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 import re
 
+from rapidfuzz.distance import Levenshtein
+
 from ..trace import Trace
 
 KIND = "mudiff-player"
@@ -69,13 +71,36 @@ def clock_times(trace: Trace) -> list[float]:
     return times
 
 
+def token_correctness(region) -> list[int]:
+    """Per token of a region: 1 if all its characters match the ground truth, 0 if not, -1 unknown.
+
+    Characters are matched by the Levenshtein alignment of the region's text with its ground truth;
+    stop tokens and regions without ground truth are unknown.
+    """
+    if region.gt_text is None:
+        return [-1] * len(region.tokens)
+    hyp = "".join(t.text for t in region.tokens)
+    ok = [False] * len(hyp)
+    for op in Levenshtein.opcodes(hyp, region.gt_text):
+        if op.tag == "equal":
+            for k in range(op.src_start, op.src_end):
+                ok[k] = True
+    out, pos = [], 0
+    for t in region.tokens:
+        n = len(t.text)
+        out.append(-1 if t.stop or n == 0 else int(all(ok[pos : pos + n])))
+        pos += n
+    return out
+
+
 def slots(trace: Trace) -> dict:
     """Columnar slot table plus the (region, position) -> slot index map."""
-    region, pos, text, ids, commit, conf, box, stop, filler = ([] for _ in range(9))
+    region, pos, text, ids, commit, conf, box, stop, filler, correct = ([] for _ in range(10))
     index: dict[tuple[int, int], int] = {}
     starts = []
     for ri, r in enumerate(trace.regions):
         starts.append(len(region))
+        correct.extend(token_correctness(r))
         for p, t in enumerate(r.tokens):
             index[(ri, p)] = len(region)
             region.append(ri), pos.append(p), text.append(t.text), ids.append(t.id)
@@ -86,7 +111,7 @@ def slots(trace: Trace) -> dict:
     for ri, p in extra:
         index[(ri, p)] = len(region)
         region.append(ri), pos.append(p), text.append(""), ids.append(-1)
-        commit.append(-1), conf.append(0), box.append(None), stop.append(0), filler.append(1)
+        commit.append(-1), conf.append(0), box.append(None), stop.append(0), filler.append(1), correct.append(-1)
     opened = [-1] * len(region)
     for s in sorted(trace.steps, key=lambda s: s.nfe):
         for p, c, cand, cf in zip(s.positions, s.committed, s.candidates, s.confidences):
@@ -112,7 +137,7 @@ def slots(trace: Trace) -> dict:
         "index": index,
         "table": {
             "region": region, "pos": pos, "text": text, "id": ids, "commit": commit, "conf": conf,
-            "box": box, "stop": stop, "filler": filler, "open": opened, "close": close,
+            "box": box, "stop": stop, "filler": filler, "open": opened, "close": close, "correct": correct,
         },
         "region_start": starts,
     }
