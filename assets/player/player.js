@@ -460,7 +460,9 @@
       if (th != null && ser.above) {
         const above = ser.above[k];
         if (above >= ser.committed[k]) return `Forward ${s}: ${above} guesses above the ${th} threshold were committed, over ${lines} line(s).${forced}`;
-        return `Forward ${s}: only ${above} ${above === 1 ? "guess" : "guesses"} passed the ${th} threshold, so the quota committed the ${ser.committed[k]} most confident, over ${lines} line(s).${forced}`;
+        const g = above === 1 ? "guess" : "guesses";
+        if (lines === 1) return `Forward ${s}: only ${above} ${g} passed the ${th} threshold, so the quota committed the ${ser.committed[k]} most confident.${forced}`;
+        return `Forward ${s}: ${above} ${g} passed the ${th} threshold; lines where too few passed committed their most confident guesses instead (the quota): ${ser.committed[k]} committed over ${lines} lines.${forced}`;
       }
       return `Forward ${s}: ${strategy || "policy"} committed ${ser.committed[k]} position(s) over ${lines} line(s).${forced}`;
     }

@@ -71,7 +71,7 @@ def _decode_tab(samples: list[str], default: str | None, model_choices: list[tup
     status = gr.Markdown(elem_id="decode-status")
     player = Player(elem_id="player")
     downloads = gr.File(label="Downloads: the trace (JSON, replays in the Trace viewer) and an offline replay (HTML, opens in any browser)",
-                        file_count="multiple", interactive=False, elem_id="decode-downloads", height=90)
+                        file_count="multiple", interactive=False, elem_id="decode-downloads")
     with gr.Accordion("Whole-run figures", open=True):
         fig_order = gr.Plot(show_label=False)
         with gr.Row():
@@ -151,8 +151,7 @@ def _compare_tab(default: str | None, model_choices: list[tuple[str, str]], limi
         with gr.Row():
             fig_conf = gr.Plot(show_label=False)
             fig_order = gr.Plot(show_label=False)
-    files = gr.File(label="Downloads: both traces and an offline replay (HTML)", file_count="multiple", interactive=False,
-                    height=90)
+    files = gr.File(label="Downloads: both traces and an offline replay (HTML)", file_count="multiple", interactive=False)
 
     page_file.change(lambda f, n: cb.preview_page(f, n)[1:], [page_file, page_no], [page_no, page_info], queue=False,
                      api_visibility="private")
@@ -179,7 +178,7 @@ def _viewer_tab():
     status = gr.Markdown()
     player = Player(elem_id="viewer-player")
     downloads = gr.File(label="Downloads: the trace(s) and an offline replay (HTML)", file_count="multiple",
-                        interactive=False, height=90)
+                        interactive=False)
     table = gr.Dataframe(headers=["metric", "AR", "diffusion"], label="Metrics", interactive=False, visible=False, wrap=True)
     fig_prog = gr.Plot(show_label=False, visible=False)
     with gr.Accordion("Whole-run figures", open=True):
