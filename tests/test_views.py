@@ -184,8 +184,9 @@ def test_tables(diffusion, ar):
         assert needed in names
     assert all(len(r) == 3 for r in rows)
     seg = tables.diff_segments("the cat sat", "the hat sat!")
-    assert "".join(t for t, lab in seg if lab != "missing") == "the cat sat"
-    assert ("!", "missing") in seg and any(lab == "substituted" for _, lab in seg)
+    assert "".join(t for t, lab in seg if lab in (None, "substituted", "extra")) == "the cat sat"
+    assert "".join(t for t, lab in seg if lab in (None, "expected", "missing")) == "the hat sat!"
+    assert ("!", "missing") in seg and ("c", "substituted") in seg and ("h", "expected") in seg
     assert "<" not in tables.summary_markdown(hostile(diffusion))
 
 

@@ -140,9 +140,9 @@ def _compare_tab(default: str | None, model_choices: list[tuple[str, str]], limi
     table = gr.Dataframe(headers=["metric", "AR", "diffusion"], label="Metrics", interactive=False, wrap=True)
     diff_note = gr.Markdown(elem_classes="mudiff-note")
     with gr.Row():
-        diff_ar = gr.HighlightedText(label="AR vs ground truth", color_map=cb.tables.DIFF_COLOURS, show_legend=True,
+        diff_ar = gr.HighlightedText(label="AR vs ground truth", elem_id="compare-diff-ar", color_map=cb.tables.DIFF_COLOURS, show_legend=True,
                                      combine_adjacent=True)
-        diff_d = gr.HighlightedText(label="Diffusion vs ground truth", color_map=cb.tables.DIFF_COLOURS, show_legend=True,
+        diff_d = gr.HighlightedText(label="Diffusion vs ground truth", elem_id="compare-diff-diffusion", color_map=cb.tables.DIFF_COLOURS, show_legend=True,
                                     combine_adjacent=True)
     with gr.Accordion("Whole-run figures", open=True):
         with gr.Row():

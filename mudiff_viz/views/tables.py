@@ -7,7 +7,7 @@ from ..metrics import order_correlation
 from ..trace import Trace
 from .player import clock_n
 
-DIFF_COLOURS = {"substituted": "#e69f00", "extra": "#cc79a7", "missing": "#56b4e9"}
+DIFF_COLOURS = {"substituted": "#e69f00", "expected": "#009e73", "extra": "#cc79a7", "missing": "#56b4e9"}
 
 
 def _fmt(v, unit: str = "") -> str:
@@ -58,8 +58,10 @@ def metrics_table(traces: list[Trace]) -> tuple[list[str], list[list[str]]]:
 def diff_segments(hyp: str, ref: str) -> list[tuple[str, str | None]]:
     """Decoded text against ground truth as (text, label) runs for gr.HighlightedText.
 
-    Labels: None (correct), 'substituted' (decoded text that replaces reference text), 'extra'
-    (decoded text with no counterpart) and 'missing' (reference text the decode lacks).
+    Labels: None (correct), 'substituted' (decoded text that replaces reference text) followed by
+    'expected' (the reference text it replaces), 'extra' (decoded text with no counterpart) and
+    'missing' (reference text the decode lacks). Decoded text = unlabelled + substituted + extra;
+    ground truth = unlabelled + expected + missing.
     """
     out: list[tuple[str, str | None]] = []
     for tag, h, r in diff_ops(hyp, ref):
@@ -67,6 +69,7 @@ def diff_segments(hyp: str, ref: str) -> list[tuple[str, str | None]]:
             out.append((h, None))
         elif tag == "replace":
             out.append((h, "substituted"))
+            out.append((r, "expected"))
         elif tag == "delete":
             out.append((h, "extra"))
         elif tag == "insert":
