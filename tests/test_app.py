@@ -158,3 +158,28 @@ def test_readme_has_the_spaces_header():
     body = text.split("---\n", 2)[2].lstrip()
     first_code = body[body.index("```bash") :].splitlines()[1:3]
     assert first_code[0].startswith("pip install -r requirements.txt && python app.py")
+
+
+def test_launch_kwargs_leave_host_to_spaces(monkeypatch):
+    from mudiff_viz.ui.app import launch_kwargs
+
+    monkeypatch.delenv("MUDIFF_HOST", raising=False)
+    monkeypatch.delenv("MUDIFF_PORT", raising=False)
+    kw = launch_kwargs()
+    assert "server_name" not in kw and "server_port" not in kw  # GRADIO_SERVER_NAME (0.0.0.0 on Spaces) applies
+    assert kw["run_history"] is False
+    monkeypatch.setenv("MUDIFF_HOST", "0.0.0.0")
+    monkeypatch.setenv("MUDIFF_PORT", "7999")
+    assert launch_kwargs()["server_name"] == "0.0.0.0" and launch_kwargs()["server_port"] == 7999
+
+
+def test_cli_view_writes_the_offline_replay(tmp_path):
+    from mudiff_viz.cli import main
+
+    traces = sorted((ROOT / "assets" / "traces").glob("*.diffusion.json"))
+    if not traces:
+        pytest.skip("no bundled traces: run python scripts/make_example_traces.py")
+    out = tmp_path / "replay.html"
+    assert main(["view", str(traces[0]), "--html", str(out)]) == 0
+    html = out.read_text(encoding="utf-8")
+    assert "MudiffPlayer.mount" in html and "data:image/jpeg;base64," in html  # the bundled page, found by hash

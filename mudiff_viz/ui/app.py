@@ -238,10 +238,16 @@ def build_app() -> gr.Blocks:
 
 
 def launch_kwargs() -> dict:
-    return {
-        "server_name": os.environ.get("MUDIFF_HOST", "127.0.0.1"),
-        "server_port": int(os.environ.get("MUDIFF_PORT", "7860")),
+    """Keyword arguments for ``demo.launch``. Host and port come from MUDIFF_HOST / MUDIFF_PORT when
+    set; otherwise Gradio's own defaults apply (127.0.0.1:7860, or GRADIO_SERVER_NAME / _PORT, which
+    Hugging Face Spaces sets to listen on 0.0.0.0)."""
+    kwargs = {
         "run_history": False,  # player payloads are large; nothing to keep in the browser
         "css": CSS,
         "footer_links": ["api", "gradio"],
     }
+    if os.environ.get("MUDIFF_HOST"):
+        kwargs["server_name"] = os.environ["MUDIFF_HOST"]
+    if os.environ.get("MUDIFF_PORT"):
+        kwargs["server_port"] = int(os.environ["MUDIFF_PORT"])
+    return kwargs
