@@ -376,7 +376,7 @@
             sp.textContent = m.stop[i] && raw === "" ? "EOS" : displayToken(raw);
           } else if (state === GHOST) {
             sp.style.background = "";
-            sp.style.color = `rgba(30,36,46,${(0.2 + 0.8 * conf).toFixed(2)})`;
+            sp.style.color = `color-mix(in srgb, var(--mp-fg) ${Math.round(20 + 80 * conf)}%, transparent)`;
             sp.textContent = displayToken(raw);
           } else {
             sp.style.background = "";
@@ -760,7 +760,7 @@
         const sw = el("span", "mp-swatch " + cls, sample || "·");
         if (cls.startsWith("st-now") || cls.startsWith("st-done")) { sw.style.background = RAMPS.confidence[90].bg; sw.style.color = RAMPS.confidence[90].fg; }
         if (cls === "st-done low") { sw.style.background = RAMPS.confidence[30].bg; sw.style.color = RAMPS.confidence[30].fg; }
-        if (cls === "st-ghost") sw.style.color = "rgba(30,36,46,.55)";
+        if (cls === "st-ghost") sw.style.color = "color-mix(in srgb, var(--mp-fg) 55%, transparent)";
         item.appendChild(sw);
         item.appendChild(el("span", "", label));
         stBox.appendChild(item);
