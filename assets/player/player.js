@@ -376,7 +376,7 @@
             sp.textContent = m.stop[i] && raw === "" ? "EOS" : displayToken(raw);
           } else if (state === GHOST) {
             sp.style.background = "";
-            sp.style.color = `color-mix(in srgb, var(--mp-fg) ${Math.round(20 + 80 * conf)}%, transparent)`;
+            sp.style.color = this.player.ghostColours[ci];
             sp.textContent = displayToken(raw);
           } else {
             sp.style.background = "";
@@ -637,6 +637,9 @@
         this.panes = [];
         return;
       }
+      // ghost text colours: the theme's text colour faded by confidence (rgba, resolved once: cheap to paint)
+      const fg = (getComputedStyle(root).color.match(/[\d.]+/g) || [29, 31, 35]).slice(0, 3).map(Number);
+      this.ghostColours = RAMPS.confidence.map((_, i) => `rgba(${fg[0]},${fg[1]},${fg[2]},${(0.2 + 0.8 * i / 100).toFixed(2)})`);
       const list = payload.mode === "compare" ? payload.panes : [payload];
       this.compare = list.length > 1;
       this.models = list.map((p) => new TraceModel(p));
