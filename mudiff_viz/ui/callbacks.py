@@ -117,10 +117,10 @@ def _load(path: str | None, page_number) -> "object":
     return load_page(path, page_index=max(0, int(page_number or 1) - 1))
 
 
-def _progress_cb(progress, label: str):
+def _progress_cb(progress, label: str, unit: str):
     def cb(done: int, total: int) -> None:
         if progress is not None:
-            progress((done, total), desc=f"{label}: {done}/{total}", unit="blocks")
+            progress((done, total), desc=f"{label}: {unit} {done}/{total}", unit=unit)
 
     return cb
 
@@ -231,7 +231,8 @@ def run_decode(file, page_number, spec, decoder, block_length, steps, threshold,
                max_tokens, progress=gr.Progress()):
     page = _load(_path(file), page_number)
     knobs = knobs_dict(block_length, steps, threshold, temperature, strategy, seed, max_tokens)
-    cb = _progress_cb(progress, "decoding" if decoder == "diffusion" else "decoding (AR)")
+    # the diffusion decoder reports blocks done; the AR decoder tokens done (of the most it may write)
+    cb = _progress_cb(progress, "decoding", "blocks" if decoder == "diffusion" else "tokens")
     trace = decode_job(page, spec or "nano", decoder, knobs, None if ON_ZERO_GPU else cb)
     return single_outputs(trace, image_data_url(page.image))
 
@@ -243,7 +244,8 @@ def run_compare(file, page_number, spec_diffusion, spec_ar, block_length, steps,
     knobs = knobs_dict(block_length, steps, threshold, 0.0, strategy, 0, max_tokens)
 
     def cb(done, total, who):
-        progress((done, total), desc=f"{who}: {done}/{total}", unit="blocks")
+        unit = "tokens" if who == "AR" else "blocks"
+        progress((done, total), desc=f"{who}: {unit} {done}/{total}", unit=unit)
 
     ar, diff = compare_job(page, spec_diffusion or "nano", spec_ar or "nano", knobs, None if ON_ZERO_GPU else cb)
     url = image_data_url(page.image)
