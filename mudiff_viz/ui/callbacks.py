@@ -229,8 +229,10 @@ def knobs_dict(block_length, steps, threshold, temperature, strategy, seed, max_
 @user_errors
 def run_decode(file, page_number, spec, decoder, block_length, steps, threshold, temperature, strategy, seed,
                max_tokens, progress=gr.Progress()):
+    progress(0, desc="loading the page")
     page = _load(_path(file), page_number)
     knobs = knobs_dict(block_length, steps, threshold, temperature, strategy, seed, max_tokens)
+    progress(0, desc="loading the model and encoding the page (prefill)")
     # the diffusion decoder reports blocks done; the AR decoder tokens done (of the most it may write)
     cb = _progress_cb(progress, "decoding", "blocks" if decoder == "diffusion" else "tokens")
     trace = decode_job(page, spec or "nano", decoder, knobs, None if ON_ZERO_GPU else cb)
@@ -240,8 +242,10 @@ def run_decode(file, page_number, spec, decoder, block_length, steps, threshold,
 @user_errors
 def run_compare(file, page_number, spec_diffusion, spec_ar, block_length, steps, threshold, strategy, max_tokens,
                 progress=gr.Progress()):
+    progress(0, desc="loading the page")
     page = _load(_path(file), page_number)
     knobs = knobs_dict(block_length, steps, threshold, 0.0, strategy, 0, max_tokens)
+    progress(0, desc="loading the models and encoding the page (prefill)")
 
     def cb(done, total, who):
         unit = "tokens" if who == "AR" else "blocks"
