@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from PIL import Image
 
@@ -131,6 +132,9 @@ def render_pdf_page(
         return render_in_process(data, page_index, dpi, limits)
     env = dict(os.environ)
     env["MUDIFF_LIMITS_JSON"] = json.dumps(limits.__dict__)
+    # the child imports this package by name: make it findable from any working directory
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     mem = int(limits.pdf_memory_mb) * 1024 * 1024
 
     def _limit_memory() -> None:  # runs in the child before exec

@@ -112,3 +112,14 @@ def test_image_too_large_is_refused(tmp_path):
 
     with pytest.raises(UserInputError, match="image too large"):
         load_page(tmp_path / "big.png", limits=Limits(max_image_pixels=10_000_000))
+
+
+def test_pdf_worker_runs_from_any_directory(tmp_path, monkeypatch):
+    """The isolated renderer is a child process: it must find the package wherever the app runs."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    page = load_page(root / "assets" / "samples" / "courier-short.pdf")
+    assert page.lines and page.width > 0
