@@ -1,7 +1,9 @@
 /* mudiff-viz player: replays a whole decode trace in the browser, frame by frame.
  *
  * Input: the payload built by mudiff_viz/views/player.py (one trace), or {mode: "compare", panes:
- * [payload, payload]} for two traces on one shared clock. Everything is computed here from that one
+ * [payload, ...]} for two or more traces on one shared clock; {layout: "grid"} lays four of them out
+ * 2x2 (the Semantic Shuffle tab), and {options: {colourBy: ...}} picks the starting colour mode.
+ * A pane may carry "short" (its name in chart readouts), "colour" and "dash" (its chart style). Everything is computed here from that one
  * payload: no server round trip per frame.
  *
  * Frames: s = 0..N. Frame 0 is the start of decoding (prefill done, nothing committed); frame s > 0
@@ -200,6 +202,7 @@
       const title = el("div", "mp-pane-title");
       const dot = el("span", "mp-dot");
       dot.style.background = player.colourOf(index);
+      if (p.dash) { dot.classList.add("mp-dot-dash"); dot.style.borderColor = player.colourOf(index); }
       title.appendChild(dot);
       title.appendChild(el("span", "", p.label || p.decoder));
       head.appendChild(title);
@@ -546,6 +549,7 @@
             for (let s = 1; s <= m.N; s++) d += `L${xOf(m, s).toFixed(1)},${Y(m.cumKept[s] / Math.max(1, m.nKept)).toFixed(1)}`;
             const path = sv("path", { d, class: cls + " line" }, svg);
             if (colour) path.style.stroke = colour;
+            if (m.p.dash) path.style.strokeDasharray = "4 2";
             return;
           }
           if (!m.p.recorded) return;
@@ -558,6 +562,7 @@
             d += `L${xOf(m, m.N).toFixed(1)},100Z`;
             const path = sv("path", { d, class: cls + " fill" }, svg);
             if (colour) { path.style.fill = colour; path.style.stroke = colour; }
+            if (m.p.dash) { path.style.strokeDasharray = "4 2"; path.style.fillOpacity = "0.12"; }
           } else if (ch.c.kind === "conf") {
             [ch.c.y, ch.c.y2].forEach((f, j) => {
               let d = "";
@@ -570,6 +575,7 @@
               if (!d) return;
               const path = sv("path", { d, class: cls + " line" + (j ? " minline" : "") }, svg);
               if (colour) path.style.stroke = colour;
+              if (m.p.dash && !j) path.style.strokeDasharray = "6 3";
             });
             if (m.p.threshold != null) {
               const ty = Y(m.p.threshold);
@@ -590,7 +596,7 @@
         if (ch.cursor) { ch.cursor.setAttribute("x1", x.toFixed(1)); ch.cursor.setAttribute("x2", x.toFixed(1)); }
         const parts = pl.models.map((m, mi) => {
           const s = pl.frameOf(m), k = s - 1, ser = m.p.series;
-          const who = pl.models.length > 1 ? (m.p.decoder === "ar" ? "AR" : m.p.decoder) + ": " : "";
+          const who = pl.models.length > 1 ? pl.shortName(m) + ": " : "";
           if (ch.c.kind === "progress") return who + Math.round(100 * m.cumKept[s] / Math.max(1, m.nKept)) + "%";
           if (!m.p.recorded) return who + "–";
           if (k < 0 || k >= m.N) return who + "–";
@@ -643,9 +649,11 @@
       const list = payload.mode === "compare" ? payload.panes : [payload];
       this.compare = list.length > 1;
       this.models = list.map((p) => new TraceModel(p));
+      if (payload.options) Object.assign(this.opts, payload.options);
       this.buildControls();
       this.buildLegend();
-      const panesBox = el("div", this.compare ? "mp-panes mp-compare" : "mp-panes");
+      const grid = payload.layout === "grid" && list.length > 2;
+      const panesBox = el("div", this.compare ? "mp-panes mp-compare" + (grid ? " mp-grid" : "") : "mp-panes");
       this.panes = this.models.map((m, i) => new Pane(this, m, i, this.compare));
       this.panes.forEach((p) => panesBox.appendChild(p.root));
       root.appendChild(panesBox);
@@ -664,11 +672,14 @@
       this.seekFrame(this.compare ? 0 : this.maxFrame());
     }
     colourOf(i) {
-      // diffusion blue, AR vermilion (as in the plotly figures), unless both panes share a decoder
+      // the pane's own colour if it names one; else diffusion blue, AR vermilion (as in the plotly
+      // figures), unless two panes share a decoder
+      if (this.models[i].p.colour) return this.models[i].p.colour;
       const ds = this.models.map((m) => m.p.decoder);
       if (new Set(ds).size === ds.length) return ds[i] === "ar" ? "#d55e00" : "#0072b2";
       return PANE_COLOURS[i % PANE_COLOURS.length];
     }
+    shortName(m) { return m.p.short || (m.p.decoder === "ar" ? "AR" : m.p.decoder); }
     // ----- clock helpers
     maxFrame() { return Math.max(...this.models.map((m) => m.N)); }
     maxTime() { return Math.max(...this.models.map((m) => m.wall)); }
@@ -735,7 +746,8 @@
       this.speedSel = field("Speed", select("mp-speed", [], "", (v) => this.setSpeed(Number(v))));
       const colourModes = [["confidence", "confidence"], ["commit", "commit step"]];
       if (this.models.some((m) => (m.p.slots.correct || []).some((c) => c >= 0))) colourModes.push(["correct", "right vs ground truth"]);
-      field("Colour by", select("mp-colour", colourModes, "confidence", (v) => { this.opts.colourBy = v; this.buildLegend(); this.redraw(true); }));
+      if (!colourModes.some(([v]) => v === this.opts.colourBy)) this.opts.colourBy = "confidence";
+      field("Colour by", select("mp-colour", colourModes, this.opts.colourBy, (v) => { this.opts.colourBy = v; this.buildLegend(); this.redraw(true); }));
       field("Page", select("mp-pageview", [["text", "fit the text"], ["page", "whole page"]], this.opts.pageView, (v) => { this.opts.pageView = v; this.panes.forEach((p) => p.setView(v)); }));
       const ghosts = el("input", "mp-ghosts");
       ghosts.type = "checkbox";
@@ -836,7 +848,8 @@
       this.stripCursors = [];
       this.models.forEach((m, mi) => {
         const row = el("div", "mp-strip-row");
-        const label = el("span", "mp-strip-label", (this.compare ? (m.p.decoder === "ar" ? "AR" : m.p.decoder) + " " : "") + "wall time");
+        const label = el("span", "mp-strip-label", this.compare ? this.shortName(m) : "wall time");
+        label.title = (this.compare ? this.shortName(m) + ": " : "") + "wall time";
         row.appendChild(label);
         const svg = sv("svg", { viewBox: "0 0 1000 14", preserveAspectRatio: "none", class: "mp-strip-svg" });
         const pw = 1000 * m.prefill / T;

@@ -1,9 +1,10 @@
-"""The Gradio app: Decode, Compare (AR vs diffusion), Trace viewer, How it works.
+"""The Gradio app: Decode, Compare (AR vs diffusion), Semantic Shuffle, Trace viewer, How it works.
 
 Layout and wiring only; every callback lives in :mod:`mudiff_viz.ui.callbacks` and every number or
 figure comes from :mod:`mudiff_viz.views`. Stable element ids for tests and automation:
-``decode-input``, ``decode-run``, ``player``, ``compare-run``, ``compare-player``, ``trace-upload``,
-``viewer-player``.
+``decode-input``, ``decode-run``, ``player``, ``compare-run``, ``compare-player``, ``shuffle-input``,
+``shuffle-level``, ``shuffle-seed``, ``shuffle-run``, ``shuffle-player``, ``shuffle-scores``,
+``shuffle-bench-run``, ``shuffle-bench-figure``, ``trace-upload``, ``viewer-player``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..decoding.policies import STRATEGIES  # noqa: E402
 from ..limits import current as current_limits  # noqa: E402
 from . import callbacks as cb  # noqa: E402
 from . import howitworks, models  # noqa: E402
+from . import shuffle_callbacks as scb  # noqa: E402
 from .player import Player  # noqa: E402
 
 # Gradio's example cache is a CSV file; a player payload is one (large) field of it
@@ -36,7 +38,7 @@ and every confidence is recorded and replayed in your browser.
 
 CSS = """
 .gradio-container { max-width: 1560px !important; }
-#decode-run, #compare-run { min-height: 46px; font-size: 16px; }
+#decode-run, #compare-run, #shuffle-run { min-height: 46px; font-size: 16px; }
 .mudiff-note { font-size: 13px; opacity: .85; }
 """
 
@@ -162,6 +164,81 @@ def _compare_tab(default: str | None, model_choices: list[tuple[str, str]], limi
     return {"run": run, "page_file": page_file, "page_no": page_no, "page_info": page_info}
 
 
+SHUFFLE_INTRO = """
+### Semantic Shuffle: keep the glyphs, break the meaning
+**Our reconstruction** of the paper's Semantic Shuffle, whose exact construction is unpublished
+(ours is described in `docs/semantic-shuffle.md`). Words are permuted inside
+each line (level = the fraction of each line's words that move, seeded) and written back in place,
+same fonts and positions: the page looks the same but reads as nonsense. A decoder that reads the
+glyphs should not care; one that leans on its language prior will "correct" the nonsense.
+The **left column** is the page re-rendered with every word in place (level 0), the **right column**
+the shuffled page; **top row diffusion, bottom row AR**. All four panes play on one clock; tokens are
+coloured **right (blue) or wrong (orange) against each page's own ground truth**.
+"""
+
+
+def _shuffle_tab(default: str | None, model_choices: list[tuple[str, str]], limits):
+    gr.Markdown(SHUFFLE_INTRO, elem_classes="mudiff-note")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=4, min_width=300):
+            page_file = gr.File(label="Page (PDF with a text layer, or an image)", value=default,
+                                file_types=[".pdf", ".png", ".jpg", ".jpeg"], elem_id="shuffle-input", height=110)
+            page_no = gr.Number(value=1, minimum=1, maximum=1, precision=0, label="PDF page", interactive=False)
+            page_info = gr.Markdown(elem_classes="mudiff-note")
+        with gr.Column(scale=6, min_width=320):
+            with gr.Row():
+                level = gr.Slider(0.0, 1.0, value=1.0, step=0.25, label="Shuffle level (fraction of each line's words moved)",
+                                  elem_id="shuffle-level")
+                seed = gr.Number(value=0, precision=0, minimum=0, label="Seed", elem_id="shuffle-seed")
+                model = gr.Dropdown(model_choices, value=model_choices[0][1], label="Model (diffusion and AR twins)")
+            with gr.Accordion("Decoder settings", open=False):
+                with gr.Row():
+                    block_length = gr.Slider(1, 128, value=32, step=1, label="Block length (diffusion)")
+                    steps = gr.Slider(1, 128, value=32, step=1, label="Steps per block (diffusion)")
+                    threshold = gr.Slider(0.0, 1.0, value=0.95, step=0.01, label="Threshold (diffusion)")
+                    max_tokens = gr.Slider(8, min(4096, limits.max_new_tokens), value=1024, step=8,
+                                           label="Max tokens per region")
+            run = gr.Button("Shuffle and decode (4 runs)", variant="primary", elem_id="shuffle-run")
+    status = gr.Markdown(elem_id="shuffle-status")
+    player = Player(elem_id="shuffle-player")
+    table = gr.Dataframe(headers=["decoder", "CER original", "CER shuffled", "change (points)", "wrong tokens",
+                                  "confidently wrong"], label="Scores against each page's ground truth",
+                         interactive=False, wrap=True, elem_id="shuffle-scores")
+    with gr.Accordion("Decoded text against ground truth (orange: substituted, green: expected, pink: extra, blue: missing)",
+                      open=False):
+        diffs = []
+        for decoder in ("diffusion", "AR"):
+            with gr.Row():
+                for column in ("original", "shuffled"):
+                    diffs.append(gr.HighlightedText(label=f"{decoder} · {column} page", color_map=cb.tables.DIFF_COLOURS,
+                                                    show_legend=False, combine_adjacent=True,
+                                                    elem_id=f"shuffle-diff-{decoder.lower()}-{column}"))
+    files = gr.File(label="Downloads: the shuffled page and the four traces", file_count="multiple", interactive=False,
+                    elem_id="shuffle-downloads")
+    gr.Markdown("### Benchmark over the bundled samples\nEvery bundled page at each ticked level and seed, through "
+                "both decoders; CER against each shuffled page's ground truth. The same run as "
+                "`python -m mudiff_viz shuffle-bench` (results in `docs/semantic-shuffle.md`).", elem_classes="mudiff-note")
+    with gr.Row(equal_height=True):
+        levels = gr.CheckboxGroup([("0", 0.0), ("0.25", 0.25), ("0.5", 0.5), ("1", 1.0)], value=list(scb.BENCH_LEVELS),
+                                  label="Levels", elem_id="shuffle-bench-levels", scale=3)
+        seeds = gr.Slider(1, 5, value=1, step=1, label="Seeds", elem_id="shuffle-bench-seeds", scale=2)
+        bench = gr.Button("Run the benchmark", elem_id="shuffle-bench-run", scale=2)
+    bench_status = gr.Markdown(elem_id="shuffle-bench-status")
+    bench_fig = gr.Plot(show_label=False, elem_id="shuffle-bench-figure")
+    bench_table = gr.Dataframe(label="Benchmark summary", interactive=False, wrap=True, elem_id="shuffle-bench-table")
+    bench_files = gr.File(label="Downloads: results.json, results.csv, summary.json, figure.html", file_count="multiple",
+                          interactive=False)
+
+    page_file.change(lambda f, n: cb.preview_page(f, n)[1:], [page_file, page_no], [page_no, page_info], queue=False,
+                     api_visibility="private")
+    knobs = [block_length, steps, threshold, max_tokens]
+    run.click(scb.run_shuffle, [page_file, page_no, level, seed, model, *knobs], [status, player, table, *diffs, files],
+              concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="shuffle")
+    bench.click(scb.run_shuffle_bench, [levels, seeds, model, *knobs], [bench_status, bench_fig, bench_table, bench_files],
+                concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="shuffle_bench")
+    return {"page_file": page_file, "page_no": page_no, "page_info": page_info}
+
+
 def _viewer_tab():
     gr.Markdown("Replay a saved trace with no model loaded: one trace, or two (AR + diffusion of the same page) to "
                 "play them on one clock. Traces made from a bundled sample find their page image automatically.",
@@ -226,6 +303,8 @@ def build_app() -> gr.Blocks:
                 decode = _decode_tab(samples, default, model_choices, limits)
             with gr.Tab("Compare AR vs diffusion", id="compare"):
                 compare = _compare_tab(default, model_choices, limits)
+            with gr.Tab("Semantic Shuffle", id="shuffle"):
+                shuffle = _shuffle_tab(default, model_choices, limits)
             with gr.Tab("Trace viewer", id="viewer"):
                 _viewer_tab()
             with gr.Tab("How it works", id="how"):
@@ -234,6 +313,8 @@ def build_app() -> gr.Blocks:
                   [decode["preview"], decode["page_no"], decode["page_info"]], queue=False, api_visibility="private")
         demo.load(lambda f, n: cb.preview_page(f, n)[1:], [compare["page_file"], compare["page_no"]],
                   [compare["page_no"], compare["page_info"]], queue=False, api_visibility="private")
+        demo.load(lambda f, n: cb.preview_page(f, n)[1:], [shuffle["page_file"], shuffle["page_no"]],
+                  [shuffle["page_no"], shuffle["page_info"]], queue=False, api_visibility="private")
     return demo
 
 
@@ -243,6 +324,7 @@ def launch_kwargs() -> dict:
     Hugging Face Spaces sets to listen on 0.0.0.0)."""
     kwargs = {
         "run_history": False,  # player payloads are large; nothing to keep in the browser
+        "max_file_size": current_limits().max_upload_bytes,  # Gradio refuses bigger uploads before any callback
         "css": CSS,
         "footer_links": ["api", "gradio"],
     }

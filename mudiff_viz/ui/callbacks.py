@@ -23,6 +23,7 @@ from ..views.page_image import image_data_url, page_for_trace
 from ..views.player import compare_payload, player_payload
 from . import models
 from .gpu import ON_ZERO_GPU, gpu
+from .slot import model_slot
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "assets" / "samples"
@@ -46,6 +47,14 @@ def user_errors(fn: Callable) -> Callable:
             raise gr.Error(f"internal failure: {type(exc).__name__}: {msg}") from exc
 
     return wrapper
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>&])")
+
+
+def markdown_text(text: str) -> str:
+    """User-supplied text (a file name) made inert in Markdown: every markup character escaped."""
+    return _MD_SPECIAL.sub(r"\\\1", text.replace("\n", " "))[:200]
 
 
 def sample_paths() -> list[str]:
@@ -104,7 +113,7 @@ def preview_page(file, page_number):
     if idx != 1:
         page = load_page(path, page_index=idx - 1, dpi=PREVIEW_DPI)
     text = "text layer: ground truth available" if page.lines else "no text layer: lines are found from the pixels, no CER"
-    info = f"**{Path(path).name}** · page {idx} of {n} · {text}"
+    info = f"**{markdown_text(Path(path).name)}** · page {idx} of {n} · {text}"
     label = f"PDF page (1 to {n})" if n > 1 else "PDF page"
     return page.image, gr.update(maximum=max(1, n), value=idx, interactive=n > 1, label=label), info
 
@@ -128,6 +137,7 @@ def _progress_cb(progress, label: str, unit: str):
 # ---- model work (one decorated call per request) ------------------------------------------------
 
 
+@model_slot
 @gpu
 def decode_job(page, spec: str, decoder: str, knobs: dict, progress=None) -> Trace:
     from ..pipeline import decode_page, make_params
@@ -137,6 +147,7 @@ def decode_job(page, spec: str, decoder: str, knobs: dict, progress=None) -> Tra
     return decode_page(page, model=spec, decoder=decoder, params=params, progress=progress)
 
 
+@model_slot
 @gpu
 def compare_job(page, spec_diffusion: str, spec_ar: str, knobs: dict, progress=None) -> tuple[Trace, Trace]:
     from ..pipeline import decode_page, make_params

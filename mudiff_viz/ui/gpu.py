@@ -15,10 +15,10 @@ ON_ZERO_GPU = bool(os.environ.get("SPACES_ZERO_GPU"))
 try:  # pragma: no cover - only on Spaces
     import spaces  # noqa: F401
 
-    def gpu(fn: Callable) -> Callable:
-        return spaces.GPU(duration=120)(fn)
+    def gpu(fn: Callable, duration: int = 120) -> Callable:
+        return spaces.GPU(duration=duration)(fn)
 
 except Exception:  # ImportError, or a spaces package that cannot start here
 
-    def gpu(fn: Callable) -> Callable:
+    def gpu(fn: Callable, duration: int = 120) -> Callable:
         return fn

@@ -1,0 +1,116 @@
+"""One page, original and word-shuffled, through both decoders: the data behind the app's Shuffle tab.
+
+Semantic Shuffle here is *our reconstruction* of the paper's unpublished benchmark (see
+docs/semantic-shuffle.md). The "original" column is the page re-rendered at level 0 through the same
+redact-and-write path as the shuffled one (the benchmark's control), so the only thing that differs
+between the two columns is word order. Scores use :func:`mudiff_viz.shuffle_bench.score_row`, so the
+numbers here and in the benchmark mean the same thing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable
+
+from .limits import Limits, current
+from .metrics import cer
+from .shuffle import ShuffledPage, check_level, shuffle_page
+from .shuffle_bench import score_row
+from .trace import Trace
+
+COLUMNS = ("original", "shuffled")
+DECODERS = ("diffusion", "ar")
+# grid order, row by row: diffusion on top, AR below; original left, shuffled right
+GRID = tuple((decoder, column) for decoder in DECODERS for column in COLUMNS)
+
+Key = tuple[str, str]  # (decoder, column)
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class ShufflePages:
+    """The two pages of one shuffle: the level-0 control ("original") and the shuffled page."""
+
+    level: float
+    seed: int
+    original: ShuffledPage
+    shuffled: ShuffledPage
+
+    def page(self, column: str) -> ShuffledPage:
+        return self.original if column == "original" else self.shuffled
+
+    @property
+    def lines_changed(self) -> int:
+        return sum(1 for ln in self.shuffled.result.lines if ln.changed)
+
+    @property
+    def lines_total(self) -> int:
+        return len(self.shuffled.result.lines)
+
+
+def shuffle_pages(
+    data: bytes,
+    level: float,
+    seed: int,
+    page_index: int = 0,
+    gt_text: str | None = None,
+    trusted: bool = False,
+    limits: Limits | None = None,
+) -> ShufflePages:
+    """Both pages of one shuffle (PDF bytes, or image bytes with ``gt_text`` from a sidecar)."""
+    level = check_level(level)
+    limits = limits or current()
+    common = dict(page_index=page_index, gt_text=gt_text, trusted=trusted, rerender=True, limits=limits)
+    original = shuffle_page(data, 0.0, seed, **common)
+    shuffled = original if level == 0 else shuffle_page(data, level, seed, **common)
+    return ShufflePages(level=level, seed=int(seed), original=original, shuffled=shuffled)
+
+
+def with_line_truth(trace: Trace, gt_text: str | None) -> Trace:
+    """The trace with per-line ground truth attached when it had none (image pages: the sidecar's
+    lines, matched one to one when the counts agree), so the player can mark wrong tokens."""
+    if gt_text is None or trace.gt_text is not None:
+        return trace
+    lines = [" ".join(ln.split()) for ln in gt_text.splitlines() if ln.strip()]
+    if len(lines) != len(trace.regions):
+        return trace
+    regions = [dataclasses.replace(r, gt_text=gt) for r, gt in zip(trace.regions, lines)]
+    metrics = {**trace.metrics, "cer": round(cer(trace.text, "\n".join(lines)), 5)}
+    return dataclasses.replace(trace, regions=regions, gt_text="\n".join(lines), metrics=metrics)
+
+
+def decode_grid(
+    pages: ShufflePages,
+    specs: dict[str, str],
+    params: dict[str, object],
+    progress: Progress | None = None,
+) -> dict[Key, Trace]:
+    """Decode both pages with both decoders (four traces, in GRID order).
+
+    ``params`` maps decoder -> decoder parameters (``pipeline.make_params``); ``progress(done, total,
+    what)`` reports each decode's own progress, ``what`` naming the decoder and page.
+    """
+    from .pipeline import decode_page
+
+    out: dict[Key, Trace] = {}
+    for decoder, column in GRID:
+        sp = pages.page(column)
+        if column == "shuffled" and pages.shuffled is pages.original:  # level 0: the same page
+            out[(decoder, column)] = out[(decoder, "original")]
+            continue
+        what = f"{'AR' if decoder == 'ar' else 'diffusion'} on the {column} page"
+        cb = (lambda d, t, w=what: progress(d, t, w)) if progress else None
+        trace = decode_page(sp.page, model=specs[decoder], decoder=decoder, params=params[decoder], progress=cb)
+        out[(decoder, column)] = with_line_truth(trace, sp.gt_text)
+    return out
+
+
+def score_grid(traces: dict[Key, Trace], pages: ShufflePages) -> dict[Key, dict | None]:
+    """Per pane: CER, error tokens and confidently-wrong tokens against that page's ground truth
+    (None where the ground truth is unknown, e.g. an uploaded image without a sidecar)."""
+    out: dict[Key, dict | None] = {}
+    for (decoder, column), trace in traces.items():
+        gt = pages.page(column).gt_text
+        out[(decoder, column)] = score_row(trace, gt) if gt is not None else None
+    return out

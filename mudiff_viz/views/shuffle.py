@@ -1,0 +1,105 @@
+"""Semantic Shuffle views: the 2x2 player grid, the per-pane scores and the benchmark summary.
+
+Pure functions of traces and scores (no model, no Gradio). The grid is an ordinary compare payload
+with four panes, so the browser plays them on the player's one shared clock; ``layout: "grid"`` and
+per-pane ``short`` names, colours and dashes only tell the player how to lay them out and label them.
+"""
+
+from __future__ import annotations
+
+from ..shuffle_bench import CONFIDENT, DECODER_COLORS
+from ..trace import Trace
+from .player import compare_payload, player_payload
+from .tables import diff_segments
+
+GRID = (("diffusion", "original"), ("diffusion", "shuffled"), ("ar", "original"), ("ar", "shuffled"))
+RECONSTRUCTION = "our reconstruction of the paper's unpublished Semantic Shuffle"
+
+
+def decoder_name(decoder: str) -> str:
+    return "AR" if decoder == "ar" else "diffusion"
+
+
+def column_name(column: str, level: float) -> str:
+    return "original page" if column == "original" else f"shuffled page (level {level:g})"
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{100 * v:.1f}%"
+
+
+def grid_payload(traces: dict, images: dict, level: float) -> dict:
+    """Four panes (diffusion/AR x original/shuffled) on one clock, coloured right vs ground truth.
+
+    ``traces`` and ``images`` map (decoder, column) to a Trace and a page image data URL.
+    """
+    panes = []
+    for decoder, column in GRID:
+        p = player_payload(traces[(decoder, column)], image_url=images.get(column),
+                           label=f"{decoder_name(decoder)} · {column_name(column, level)}")
+        p["short"] = f"{decoder_name(decoder)} {column}"
+        p["colour"] = DECODER_COLORS.get(decoder, "#555555")
+        p["dash"] = column == "shuffled"
+        panes.append(p)
+    out = compare_payload(panes)
+    out["layout"] = "grid"
+    out["options"] = {"colourBy": "correct"}
+    return out
+
+
+def score_table(scores: dict, level: float) -> tuple[list[str], list[list[str]]]:
+    """One row per decoder: CER on each page, the change, erroneous and confidently wrong tokens."""
+    headers = ["decoder", "CER original", f"CER shuffled ({level:g})", "change (points)",
+               "wrong tokens (original → shuffled)", f"confidently wrong, conf > {CONFIDENT} (original → shuffled)"]
+    rows = []
+    for decoder in ("diffusion", "ar"):
+        o, s = scores.get((decoder, "original")), scores.get((decoder, "shuffled"))
+        change = f"{100 * (s['cer'] - o['cer']):+.1f}" if o and s else "–"
+        wrong = f"{o['error_tokens'] if o else '–'} → {s['error_tokens'] if s else '–'}"
+        conf = f"{_pct(confident_share(o))} → {_pct(confident_share(s))}"
+        rows.append([decoder_name(decoder), _pct(o and o["cer"]), _pct(s and s["cer"]), change, wrong, conf])
+    return headers, rows
+
+
+def confident_share(score: dict | None) -> float | None:
+    """Share of erroneous tokens the model was confident about (> CONFIDENT); None without errors."""
+    if not score or not score["error_tokens"]:
+        return None
+    return score["confident_error_tokens"] / score["error_tokens"]
+
+
+def summary_markdown(scores: dict, level: float, seed: int, lines_changed: int, lines_total: int) -> str:
+    """The headline: what was shuffled and how much each decoder's CER moved (no model text)."""
+    head = (f"**Semantic Shuffle** ({RECONSTRUCTION}) · level {level:g}, seed {seed}: "
+            f"{lines_changed} of {lines_total} lines reordered.")
+    parts = []
+    for decoder in ("diffusion", "ar"):
+        o, s = scores.get((decoder, "original")), scores.get((decoder, "shuffled"))
+        if o and s:
+            parts.append(f"**{decoder_name(decoder)}** CER {_pct(o['cer'])} → {_pct(s['cer'])} "
+                         f"({100 * (s['cer'] - o['cer']):+.1f} points)")
+    if not parts:
+        return head + " No ground truth for this page (an image needs its text: the bundled scan has it), so no CER."
+    return head + "  \n" + " · ".join(parts)
+
+
+def pane_diffs(traces: dict, gts: dict) -> list[list[tuple[str, str | None]]]:
+    """Decoded text against its page's ground truth, per pane in GRID order (for gr.HighlightedText)."""
+    out = []
+    for decoder, column in GRID:
+        trace: Trace = traces[(decoder, column)]
+        gt = gts.get(column)
+        out.append(diff_segments(trace.text, gt) if gt is not None else [(trace.text, None)])
+    return out
+
+
+def bench_table(summary: dict) -> tuple[list[str], list[list[str]]]:
+    """The benchmark summary as a table: CER per level, the change, the confidently-wrong share."""
+    levels = sorted({lv for s in summary.values() for lv in s["cer_by_level"]})
+    headers = ["decoder"] + [f"CER at {lv:g}" for lv in levels] + ["change (points)", f"confidently wrong (conf > {CONFIDENT})"]
+    rows = []
+    for decoder, s in summary.items():
+        cells = [_pct(s["cer_by_level"].get(lv)) for lv in levels]
+        change = f"{100 * s['cer_change']:+.1f} ({s['from_level']:g} → {s['to_level']:g})"
+        rows.append([decoder_name(decoder), *cells, change, _pct(s["confident_error_share"])])
+    return headers, rows

@@ -1,0 +1,197 @@
+"""The Semantic Shuffle tab: its library half (shuffle_pair, views.shuffle) on real decodes by the
+random-weight nano twins, and the launched app's /shuffle and /shuffle_bench endpoints."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from mudiff_viz.shuffle_bench import summarize
+from mudiff_viz.shuffle_pair import GRID, decode_grid, score_grid, shuffle_pages, with_line_truth
+from mudiff_viz.trace import Trace, check_invariants
+from mudiff_viz.views import shuffle as views
+from tests.ui_support import ROOT, SAMPLE, launched_app, make_tiny_twins
+
+SCAN = ROOT / "assets" / "samples" / "scan-times.jpg"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Two CPU cores, shared: every decode here runs on one thread."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def pages():
+    return shuffle_pages(SAMPLE.read_bytes(), 1.0, 0)
+
+
+@pytest.fixture(scope="module")
+def traces(tiny_models, pages):
+    from mudiff_viz.pipeline import make_params
+
+    specs = {d: str(tiny_models[d]) for d in ("diffusion", "ar")}
+    params = {d: make_params(d, block_length=8, steps=8, max_new_tokens=24) for d in specs}
+    seen: list[str] = []
+    out = decode_grid(pages, specs, params, progress=lambda done, total, what: seen.append(what))
+    assert seen and set(seen) == {f"{'AR' if d == 'ar' else 'diffusion'} on the {c} page" for d, c in GRID}
+    return out
+
+
+def words_per_line(text: str) -> list[Counter]:
+    return [Counter(line.split()) for line in text.splitlines()]
+
+
+def test_pages_keep_each_lines_words_and_change_their_order(pages):
+    orig, shuf = pages.original.gt_text, pages.shuffled.gt_text
+    assert words_per_line(orig) == words_per_line(shuf)
+    assert orig != shuf and pages.lines_changed >= 1 and pages.lines_total == len(orig.splitlines())
+    assert (pages.original.page.width, pages.original.page.height) == (pages.shuffled.page.width, pages.shuffled.page.height)
+
+
+def test_level_zero_is_one_page():
+    p = shuffle_pages(SAMPLE.read_bytes(), 0.0, 3)
+    assert p.shuffled is p.original and p.lines_changed == 0
+
+
+def test_four_traces_scored_against_their_own_page(traces, pages):
+    assert list(traces) == list(GRID)
+    for (decoder, column), trace in traces.items():
+        assert trace.decoder == decoder and check_invariants(trace) == []
+        assert trace.gt_text == pages.page(column).gt_text
+    scores = score_grid(traces, pages)
+    for key, s in scores.items():
+        assert 0 <= s["cer"] and s["confident_error_tokens"] <= s["error_tokens"]
+        assert s["gt_chars"] == len(pages.page(key[1]).gt_text)
+
+
+def test_grid_payload_is_four_panes_on_one_clock(traces):
+    payload = views.grid_payload(traces, {"original": "data:image/png;base64,AA", "shuffled": None}, 1.0)
+    assert payload["mode"] == "compare" and payload["layout"] == "grid" and len(payload["panes"]) == 4
+    assert payload["options"] == {"colourBy": "correct"}
+    labels = [p["label"] for p in payload["panes"]]
+    assert labels == ["diffusion · original page", "diffusion · shuffled page (level 1)", "AR · original page",
+                      "AR · shuffled page (level 1)"]
+    assert [p["dash"] for p in payload["panes"]] == [False, True, False, True]
+    assert len({p["short"] for p in payload["panes"]}) == 4
+    # the page text layer gives every decoded token a right/wrong mark
+    assert all(any(c >= 0 for c in p["slots"]["correct"]) for p in payload["panes"])
+    json.dumps(payload)  # plain data all the way down
+
+
+def test_score_table_and_summary(traces, pages):
+    scores = score_grid(traces, pages)
+    headers, rows = views.score_table(scores, 1.0)
+    assert [r[0] for r in rows] == ["diffusion", "AR"] and len(headers) == len(rows[0]) == 6
+    o, s = scores[("ar", "original")], scores[("ar", "shuffled")]
+    assert rows[1][3] == f"{100 * (s['cer'] - o['cer']):+.1f}"
+    md = views.summary_markdown(scores, 1.0, 0, pages.lines_changed, pages.lines_total)
+    assert "our reconstruction" in md and f"{pages.lines_changed} of {pages.lines_total} lines" in md
+    assert "AR** CER" in md and "diffusion** CER" in md
+    assert "no ground truth" in views.summary_markdown({}, 0.5, 1, 0, 3).lower()
+
+
+def test_confident_share():
+    assert views.confident_share(None) is None
+    assert views.confident_share({"error_tokens": 0, "confident_error_tokens": 0}) is None
+    assert views.confident_share({"error_tokens": 4, "confident_error_tokens": 1}) == 0.25
+
+
+def test_pane_diffs_rebuild_both_texts(traces, pages):
+    gts = {c: pages.page(c).gt_text for c in ("original", "shuffled")}
+    for (decoder, column), segs in zip(GRID, views.pane_diffs(traces, gts)):
+        hyp = "".join(t for t, lab in segs if lab in (None, "substituted", "extra"))
+        ref = "".join(t for t, lab in segs if lab in (None, "expected", "missing"))
+        assert hyp == traces[(decoder, column)].text and ref == gts[column]
+
+
+def test_image_traces_get_the_sidecars_lines(tiny_models):
+    """The bundled scan has no text layer: its sidecar's lines become the regions' ground truth."""
+    from mudiff_viz.pages import load_page
+    from mudiff_viz.pipeline import decode_page, make_params
+
+    gt = SCAN.with_suffix(".txt").read_text(encoding="utf-8")
+    trace = decode_page(load_page(SCAN), model=str(tiny_models["ar"]), decoder="ar", params=make_params("ar", max_new_tokens=8))
+    assert trace.gt_text is None
+    lines = [ln for ln in gt.splitlines() if ln.strip()]
+    with_gt = with_line_truth(trace, gt)
+    if len(lines) != len(trace.regions):
+        pytest.skip("the tiny segmenter found a different number of lines")  # then the trace is left alone
+    assert with_gt.gt_text is not None and [r.gt_text for r in with_gt.regions] == [" ".join(x.split()) for x in lines]
+    assert "cer" in with_gt.metrics and trace.gt_text is None  # the original trace is not modified
+    assert with_line_truth(trace, "one line only") is trace
+
+
+def test_bench_table_from_rows():
+    rows = [
+        {"page": "a", "level": lv, "seed": 0, "decoder": d, "cer": c, "error_tokens": 4, "confident_error_tokens": k}
+        for d, lv, c, k in [("diffusion", 0.0, 0.1, 1), ("diffusion", 1.0, 0.15, 1), ("ar", 0.0, 0.1, 0), ("ar", 1.0, 0.4, 2)]
+    ]
+    headers, table = views.bench_table(summarize(rows))
+    assert headers[:3] == ["decoder", "CER at 0", "CER at 1"]
+    assert table[0][:3] == ["diffusion", "10.0%", "15.0%"] and table[0][3].startswith("+5.0")
+    assert table[1][0] == "AR" and table[1][3].startswith("+30.0") and table[1][4] == "25.0%"
+
+
+# ---- through the launched app -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    from gradio_client import Client
+
+    with launched_app(make_tiny_twins(tmp_path_factory.mktemp("models"))) as url:
+        yield Client(url, verbose=False)
+
+
+def value(x):
+    return x["value"] if isinstance(x, dict) and x.get("__type__") == "update" else x
+
+
+def test_shuffle_endpoint_returns_four_traces(client):
+    from gradio_client import handle_file
+
+    out = client.predict(file=handle_file(str(SAMPLE)), page_number=1, level=0.5, seed=2, spec="nano", block_length=8,
+                         steps=8, threshold=0.9, max_tokens=24, api_name="/shuffle")
+    status, payload, table, *diffs, files = (value(x) for x in out)
+    assert "our reconstruction" in status and "level 0.5, seed 2" in status
+    assert payload["layout"] == "grid" and len(payload["panes"]) == 4
+    assert all(p["page"]["image"].startswith("data:image/jpeg;base64,") for p in payload["panes"])
+    assert [r[0] for r in table["data"]] == ["diffusion", "AR"]
+    assert len(diffs) == 4 and all(diffs)
+    shuffled, *trace_files = files
+    assert shuffled.endswith(".shuffled-0.5-seed2.pdf") and Path(shuffled).read_bytes().startswith(b"%PDF")
+    traces = [Trace.load(p) for p in trace_files]
+    assert [(t.decoder, Path(p).name.split(".")[1]) for t, p in zip(traces, trace_files)] == list(GRID)
+    assert all(check_invariants(t) == [] for t in traces)
+    d_orig, d_shuf, a_orig, a_shuf = traces
+    assert d_orig.page["sha256"] == a_orig.page["sha256"] != d_shuf.page["sha256"] == a_shuf.page["sha256"]
+    assert words_per_line(d_orig.gt_text) == words_per_line(d_shuf.gt_text) and d_orig.gt_text != d_shuf.gt_text
+    # the payload's panes are these traces
+    assert [p["text"] for p in payload["panes"]] == [t.text for t in traces]
+
+
+def test_shuffle_bench_endpoint(client):
+    out = client.predict(levels=[0.0, 1.0], seeds=1, spec="nano", block_length=8, steps=8, threshold=0.9, max_tokens=16,
+                         api_name="/shuffle_bench")
+    status, fig, table, files = (value(x) for x in out)
+    assert "our reconstruction" in status and "diffusion: CER" in status and "ar: CER" in status
+    data = json.loads(fig["plot"])["data"]
+    assert {t["name"] for t in data if t.get("showlegend") is not False} == {"diffusion", "ar"}
+    assert [r[0] for r in table["data"]] == ["diffusion", "AR"]
+    names = sorted(Path(f).name for f in files)
+    assert names == ["figure.html", "results.csv", "results.json", "summary.json"]
+    rows = json.loads(Path([f for f in files if f.endswith("results.json")][0]).read_text())
+    n_pages = len([p for p in (ROOT / "assets" / "samples").iterdir() if p.suffix in (".pdf", ".jpg", ".png")])
+    assert len(rows) == n_pages * 2 * 2 and {r["level"] for r in rows} == {0.0, 1.0}
+
+
+def test_shuffle_needs_a_page(client):
+    with pytest.raises(Exception, match="choose a page first"):
+        client.predict(file=None, page_number=1, level=0.5, seed=0, spec="nano", block_length=8, steps=8, threshold=0.9,
+                       max_tokens=24, api_name="/shuffle")
