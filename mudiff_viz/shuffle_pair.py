@@ -57,14 +57,25 @@ def shuffle_pages(
     gt_text: str | None = None,
     trusted: bool = False,
     limits: Limits | None = None,
+    name: str = "page",
 ) -> ShufflePages:
-    """Both pages of one shuffle (PDF bytes, or image bytes with ``gt_text`` from a sidecar)."""
+    """Both pages of one shuffle (PDF bytes, or image bytes with ``gt_text`` from a sidecar).
+
+    ``name`` (the input's file name) names both pages' ``source``, so traces and the player say
+    which page they show: "NAME (level 0)" and "NAME (shuffled: level L, seed S)".
+    """
     level = check_level(level)
     limits = limits or current()
     common = dict(page_index=page_index, gt_text=gt_text, trusted=trusted, rerender=True, limits=limits)
-    original = shuffle_page(data, 0.0, seed, **common)
-    shuffled = original if level == 0 else shuffle_page(data, level, seed, **common)
+    original = _named(shuffle_page(data, 0.0, seed, **common), f"{name} (level 0)")
+    shuffled = original
+    if level != 0:
+        shuffled = _named(shuffle_page(data, level, seed, **common), f"{name} (shuffled: level {level:g}, seed {seed})")
     return ShufflePages(level=level, seed=int(seed), original=original, shuffled=shuffled)
+
+
+def _named(sp: ShuffledPage, source: str) -> ShuffledPage:
+    return dataclasses.replace(sp, page=dataclasses.replace(sp.page, source=source))
 
 
 def with_line_truth(trace: Trace, gt_text: str | None) -> Trace:

@@ -187,10 +187,10 @@ def _shuffle_tab(default: str | None, model_choices: list[tuple[str, str]], limi
             page_info = gr.Markdown(elem_classes="mudiff-note")
         with gr.Column(scale=6, min_width=320):
             with gr.Row():
-                level = gr.Slider(0.0, 1.0, value=1.0, step=0.25, label="Shuffle level (fraction of each line's words moved)",
-                                  elem_id="shuffle-level")
-                seed = gr.Number(value=0, precision=0, minimum=0, label="Seed", elem_id="shuffle-seed")
-                model = gr.Dropdown(model_choices, value=model_choices[0][1], label="Model (diffusion and AR twins)")
+                level = gr.Slider(0.0, 1.0, value=1.0, step=0.25, label="Shuffle level: fraction of each line's words moved",
+                                  elem_id="shuffle-level", scale=3)
+                seed = gr.Number(value=0, precision=0, minimum=0, label="Seed", elem_id="shuffle-seed", scale=1, min_width=90)
+            model = gr.Dropdown(model_choices, value=model_choices[0][1], label="Model (its diffusion and AR twins)")
             with gr.Accordion("Decoder settings", open=False):
                 with gr.Row():
                     block_length = gr.Slider(1, 128, value=32, step=1, label="Block length (diffusion)")
@@ -224,10 +224,11 @@ def _shuffle_tab(default: str | None, model_choices: list[tuple[str, str]], limi
         seeds = gr.Slider(1, 5, value=1, step=1, label="Seeds", elem_id="shuffle-bench-seeds", scale=2)
         bench = gr.Button("Run the benchmark", elem_id="shuffle-bench-run", scale=2)
     bench_status = gr.Markdown(elem_id="shuffle-bench-status")
-    bench_fig = gr.Plot(show_label=False, elem_id="shuffle-bench-figure")
-    bench_table = gr.Dataframe(label="Benchmark summary", interactive=False, wrap=True, elem_id="shuffle-bench-table")
+    bench_fig = gr.Plot(show_label=False, elem_id="shuffle-bench-figure", visible=False)
+    bench_table = gr.Dataframe(label="Benchmark summary", interactive=False, wrap=True, elem_id="shuffle-bench-table",
+                               visible=False)
     bench_files = gr.File(label="Downloads: results.json, results.csv, summary.json, figure.html", file_count="multiple",
-                          interactive=False)
+                          interactive=False, visible=False)
 
     page_file.change(lambda f, n: cb.preview_page(f, n)[1:], [page_file, page_no], [page_no, page_info], queue=False,
                      api_visibility="private")

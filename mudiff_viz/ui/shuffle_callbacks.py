@@ -93,7 +93,8 @@ def run_shuffle(file, page_number, level, seed, spec, block_length, steps, thres
     load_page(path, page_index=index, limits=limits)  # every upload check, rendered in the isolated worker
     data, _ = read_source(path, limits)
     progress(0, desc=f"shuffling at level {float(level):g}")
-    pages = shuffle_pages(data, float(level), int(seed or 0), page_index=index, gt_text=sidecar_text(path), limits=limits)
+    pages = shuffle_pages(data, float(level), int(seed or 0), page_index=index, gt_text=sidecar_text(path), limits=limits,
+                          name=Path(path).name)
     knobs = knobs_dict(block_length, steps, threshold, 0.0, "low_confidence_dynamic", int(seed or 0), max_tokens)
     progress(0, desc="loading the models and encoding the pages")
     traces = shuffle_job(pages, spec or "nano", knobs, None if ON_ZERO_GPU else _grid_progress(progress))
@@ -151,4 +152,5 @@ def run_shuffle_bench(levels, seeds, spec, block_length, steps, threshold, max_t
     text = (f"**Semantic Shuffle benchmark** ({views.RECONSTRUCTION}): {len(pages)} bundled pages x "
             f"{int(seeds or 1)} seed(s) x levels {', '.join(f'{v:g}' for v in chosen)}; {n_dec} decodes "
             "(identical level-0 pages are decoded once).  \n" + "  \n".join(summary_lines(result.summary)))
-    return text, result.figure, gr.update(value=rows, headers=headers), [str(p) for p in paths.values()]
+    return (text, gr.update(value=result.figure, visible=True), gr.update(value=rows, headers=headers, visible=True),
+            gr.update(value=[str(p) for p in paths.values()], visible=True))

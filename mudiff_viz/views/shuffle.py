@@ -56,9 +56,16 @@ def score_table(scores: dict, level: float) -> tuple[list[str], list[list[str]]]
         o, s = scores.get((decoder, "original")), scores.get((decoder, "shuffled"))
         change = f"{100 * (s['cer'] - o['cer']):+.1f}" if o and s else "–"
         wrong = f"{o['error_tokens'] if o else '–'} → {s['error_tokens'] if s else '–'}"
-        conf = f"{_pct(confident_share(o))} → {_pct(confident_share(s))}"
+        conf = f"{_share(o)} → {_share(s)}"
         rows.append([decoder_name(decoder), _pct(o and o["cer"]), _pct(s and s["cer"]), change, wrong, conf])
     return headers, rows
+
+
+def _share(score: dict | None) -> str:
+    if not score:
+        return "–"
+    share = confident_share(score)
+    return "no errors" if share is None else _pct(share)
 
 
 def confident_share(score: dict | None) -> float | None:

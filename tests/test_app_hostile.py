@@ -1,0 +1,148 @@
+"""Hostile uploads through the launched app (gradio_client): every bad file or trace is answered
+with a gr.Error carrying the CLI's one-line message, the server keeps serving, and a good page
+still decodes afterwards. The corpus is the one tests/test_hostile_inputs.py runs through the CLI.
+
+The app is launched with a 2 MB upload cap (MUDIFF_MAX_UPLOAD_BYTES) so Gradio's own refusal of
+oversized uploads, set from the same limit, is exercised too.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mudiff_viz.errors import UserInputError
+from mudiff_viz.trace import Trace
+from tests.test_cli import run_cli
+from tests.test_hostile_inputs import CORPUS, HOSTILE_TRACES, js_pdf, png_bytes
+from tests.ui_support import SAMPLE, launched_app, make_tiny_twins
+
+UPLOAD_CAP = 2_000_000
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("hostile-app")
+    for name, (make, _) in CORPUS.items():
+        (d / name).write_bytes(make())
+    for name, (data, _) in HOSTILE_TRACES.items():
+        (d / name).write_bytes(data)
+    (d / "js.pdf").write_bytes(js_pdf())
+    (d / "too-big.png").write_bytes(png_bytes(50, 50) + b"\0" * (UPLOAD_CAP + 1000))
+    return d
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    old = os.environ.get("MUDIFF_MAX_UPLOAD_BYTES")
+    os.environ["MUDIFF_MAX_UPLOAD_BYTES"] = str(UPLOAD_CAP)
+    try:
+        with launched_app(make_tiny_twins(tmp_path_factory.mktemp("models"))) as url:
+            yield url
+    finally:
+        if old is None:
+            os.environ.pop("MUDIFF_MAX_UPLOAD_BYTES", None)
+        else:
+            os.environ["MUDIFF_MAX_UPLOAD_BYTES"] = old
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    from gradio_client import Client
+
+    return Client(app_url, verbose=False)
+
+
+def decode(client, path: Path | str, decoder: str = "ar"):
+    from gradio_client import handle_file
+
+    return client.predict(file=handle_file(str(path)), page_number=1, spec="nano", decoder=decoder, block_length=8,
+                          steps=8, threshold=0.9, temperature=0.0, strategy="low_confidence_dynamic", seed=0,
+                          max_tokens=16, api_name="/decode")
+
+
+def library_message(path: Path) -> str:
+    """What the CLI prints after 'error: ' for this file: the message of the same load call."""
+    from mudiff_viz.pages import load_page
+
+    with pytest.raises(UserInputError) as exc:
+        load_page(path)
+    return str(exc.value)
+
+
+def app_error(call) -> str:
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError) as exc:
+        call()
+    return str(exc.value)
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_hostile_upload_gets_the_cli_message(client, corpus, name):
+    message = app_error(lambda: decode(client, corpus / name))
+    assert message == library_message(corpus / name)
+    assert CORPUS[name][1] in message and "\n" not in message
+
+
+@pytest.mark.parametrize("name", ["encrypted.pdf", "bomb.png"])
+def test_the_cli_prints_the_same_line(client, corpus, name, tmp_path):
+    r = run_cli("decode", str(corpus / name), "--out", str(tmp_path / "t.json"), timeout=120)
+    assert r.returncode == 2 and r.stderr.strip() == "error: " + app_error(lambda: decode(client, corpus / name))
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_TRACES))
+def test_hostile_trace_in_the_viewer(client, corpus, name):
+    from gradio_client import handle_file
+
+    with pytest.raises(UserInputError) as lib:
+        Trace.load(corpus / name)
+    message = app_error(lambda: client.predict(files=[handle_file(str(corpus / name))], page_file=None,
+                                               api_name="/view_trace"))
+    assert message == str(lib.value) and HOSTILE_TRACES[name][1] in message
+
+
+def test_hostile_pages_in_the_other_tabs(client, corpus):
+    from gradio_client import handle_file
+
+    message = app_error(lambda: client.predict(file=handle_file(str(corpus / "encrypted.pdf")), page_number=1,
+                                               spec_diffusion="nano", spec_ar="nano", block_length=8, steps=8,
+                                               threshold=0.9, strategy="low_confidence_dynamic", max_tokens=16,
+                                               api_name="/compare"))
+    assert message == "PDF is password-protected"
+    message = app_error(lambda: client.predict(file=handle_file(str(corpus / "many-pages.pdf")), page_number=1,
+                                               level=1.0, seed=0, spec="nano", block_length=8, steps=8, threshold=0.9,
+                                               max_tokens=16, api_name="/shuffle"))
+    assert message == library_message(corpus / "many-pages.pdf")
+
+
+def test_javascript_pdf_decodes_as_plain_text(client, corpus):
+    out = decode(client, corpus / "js.pdf")
+    trace = Trace.load(out[5][0])
+    assert trace.gt_text == "<script>alert(1)</script> <b>bold</b>"
+    payload = out[1]
+    assert payload["regions"][0]["gt"] == trace.gt_text  # data for textContent, never markup
+    assert "<script" not in out[0]  # the status line carries no page or model text
+
+
+def test_oversized_upload_is_refused_by_gradio(client, app_url, corpus):
+    """launch(max_file_size=limits.max_upload_bytes): the server answers 413 before any callback, and
+    the config tells clients the cap (gradio_client refuses to send the file at all)."""
+    import httpx
+
+    with pytest.raises(ValueError, match=f"exceeds the maximum file size of {UPLOAD_CAP} bytes"):
+        decode(client, corpus / "too-big.png")
+    with (corpus / "too-big.png").open("rb") as fh:
+        r = httpx.post(app_url + "gradio_api/upload", files={"files": ("too-big.png", fh, "image/png")})
+    assert r.status_code == 413
+    assert httpx.get(app_url + "config").json()["max_file_size"] == UPLOAD_CAP
+
+
+def test_good_page_decodes_after_all_that(client, corpus):
+    for name in ("bomb.png", "corrupt.pdf", "empty.png"):
+        app_error(lambda: decode(client, corpus / name))
+    status, payload, *_ , files = decode(client, SAMPLE, decoder="diffusion")
+    assert payload["kind"] == "mudiff-player" and len(payload["regions"]) == 15
+    assert Trace.load(files[0]).page["source"] == "courier-short.pdf" and "CER" in status

@@ -1,0 +1,86 @@
+"""The Semantic Shuffle tab in Chromium: four panes render tokens and scrub on one clock.
+
+Skipped with a reason when /usr/bin/chromium or the playwright package is missing. The app runs on
+random-weight nano twins (tests/ui_support.py).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, launched_app, make_tiny_twins
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"{CHROMIUM} not found: install Debian's chromium package (apt-get install chromium)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+
+PLAYER = "#shuffle-player"
+# each pane's frame and size, read from the player object the mount element holds
+FRAMES = """el => el.__mudiffPlayer.panes.map(p => ({frame: p.frame, n: p.m.N}))"""
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    models = make_tiny_twins(tmp_path_factory.mktemp("models"))
+    with launched_app(models) as url, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(url)
+        pg.wait_for_selector(".gradio-container")
+        yield pg
+        browser.close()
+        assert not errors, f"JavaScript errors: {errors}"
+
+
+def scrub(pg, expr: str) -> None:
+    pg.eval_on_selector(f"{PLAYER} .mp-scrub", f"el => {{ el.value = {expr}; el.dispatchEvent(new Event('input', {{bubbles: true}})); }}")
+
+
+def pane_states(pg) -> list[list[str]]:
+    return pg.eval_on_selector_all(f"{PLAYER} .mp-pane", "ps => ps.map(p => Array.from(p.querySelectorAll('.token'), t => t.className))")
+
+
+def frames(pg) -> list[dict]:
+    return pg.eval_on_selector(f"{PLAYER} .mp-mount", FRAMES)
+
+
+def test_four_panes_render_and_scrub_together(page):
+    page.get_by_role("tab", name="Semantic Shuffle").click()
+    page.click("#shuffle-run")
+    page.wait_for_selector(f"{PLAYER} .token", timeout=180_000)
+    titles = page.eval_on_selector_all(f"{PLAYER} .mp-pane-title", "els => els.map(e => e.textContent)")
+    assert titles == ["diffusion · original page", "diffusion · shuffled page (level 1)", "AR · original page",
+                      "AR · shuffled page (level 1)"]
+    assert page.locator(f"{PLAYER} .mp-panes.mp-grid").count() == 1
+    assert page.input_value(f"{PLAYER} .mp-colour") == "correct"  # errors against ground truth from the start
+    assert "our reconstruction" in page.inner_text("#shuffle-status")
+    # start: nothing committed in any pane
+    scrub(page, "0")
+    assert all(f["frame"] == 0 for f in frames(page))
+    assert all(not any("st-done" in c or "st-now" in c for c in states) for states in pane_states(page))
+    # a middle frame: every pane shows the same forward (or its own end, if it finished earlier)
+    scrub(page, "Math.floor(el.max / 2)")
+    k = int(page.eval_on_selector(f"{PLAYER} .mp-scrub", "el => Number(el.value)"))
+    assert k > 0 and [f["frame"] for f in frames(page)] == [min(k, f["n"]) for f in frames(page)]
+    # the end: everything committed everywhere, and right/wrong colours on the tokens
+    scrub(page, "el.max")
+    states = pane_states(page)
+    assert len(states) == 4 and all(states)
+    assert all(all("st-done" in c or "st-now" in c for c in pane) for pane in states)
+    backgrounds = page.eval_on_selector_all(f"{PLAYER} .token", "els => new Set(els.map(e => e.style.background)).size")
+    assert backgrounds >= 2  # random weights: some tokens right, some wrong
+    # playing from the start moves all four panes on one clock
+    page.keyboard.press("Escape")
+    page.click(f"{PLAYER} .mp-btn.to-start")
+    page.click(f"{PLAYER} .play")
+    page.wait_for_timeout(700)
+    page.click(f"{PLAYER} .play")
+    fs = frames(page)
+    s = page.eval_on_selector(f"{PLAYER} .mp-mount", "el => el.__mudiffPlayer.s")
+    assert s > 0 and [f["frame"] for f in fs] == [min(s, f["n"]) for f in fs]
+    # the score table has both decoders
+    assert "diffusion" in page.inner_text("#shuffle-scores") and "AR" in page.inner_text("#shuffle-scores")
