@@ -1,4 +1,5 @@
-"""The Semantic Shuffle tab in Chromium: four panes render tokens and scrub on one clock.
+"""The Semantic Shuffle tab in Chromium: four panes render tokens and scrub on one clock; and an
+error message that quotes an uploaded trace shows its markup as text.
 
 Skipped with a reason when /usr/bin/chromium or the playwright package is missing. The app runs on
 random-weight nano twins (tests/ui_support.py).
@@ -84,3 +85,18 @@ def test_four_panes_render_and_scrub_together(page):
     assert s > 0 and [f["frame"] for f in fs] == [min(s, f["n"]) for f in fs]
     # the score table has both decoders
     assert "diffusion" in page.inner_text("#shuffle-scores") and "AR" in page.inner_text("#shuffle-scores")
+
+
+def test_error_toast_shows_markup_from_a_trace_as_text(page, tmp_path):
+    """Trace errors can quote the upload (here its schema_version); Gradio's toast renders HTML, so
+    the app escapes the message: the reader sees the text, and no element from the trace appears."""
+    evil = '<img src=x onerror="window.__pwned=1"><b>bold</b>'
+    path = tmp_path / "evil.json"
+    path.write_text('{"schema_version": "%s"}' % evil.replace('"', '\\"'), encoding="utf-8")
+    page.get_by_role("tab", name="Trace viewer").click()
+    page.set_input_files("#trace-upload input[type=file]", str(path))
+    toast = page.locator("[data-testid=toast-text]").last
+    toast.wait_for(timeout=30_000)
+    assert evil in toast.inner_text() and "invalid trace: field 'schema_version'" in toast.inner_text()
+    assert page.locator("[data-testid=toast-body] img, [data-testid=toast-body] b").count() == 0
+    assert page.evaluate("window.__pwned") is None

@@ -297,7 +297,8 @@ def build_app() -> gr.Blocks:
     default = cb.default_sample()
     model_choices = models.choices()
     limits = current_limits()
-    with gr.Blocks(title="mudiff-viz: diffusion OCR, step by step") as demo:
+    # delete_cache: Gradio's copies of uploads and downloads older than an hour go, checked every 30 minutes
+    with gr.Blocks(title="mudiff-viz: diffusion OCR, step by step", delete_cache=(1800, 3600)) as demo:
         gr.Markdown(INTRO)
         with gr.Tabs(selected="decode") as tabs:
             with gr.Tab("Decode", id="decode"):

@@ -8,6 +8,7 @@ ZeroGPU Spaces (plain calls elsewhere); they return Trace objects (picklable CPU
 from __future__ import annotations
 
 import functools
+import html
 import re
 import tempfile
 from pathlib import Path
@@ -18,6 +19,7 @@ import gradio as gr
 from ..errors import ModelLoadError, UserInputError
 from ..trace import Trace
 from ..views import figures, tables
+from ..views.markdown import md_text
 from ..views.export import standalone_compare_html, standalone_html_from_payload, trace_title
 from ..views.page_image import image_data_url, page_for_trace
 from ..views.player import compare_payload, player_payload
@@ -31,6 +33,13 @@ TRACES = ROOT / "assets" / "traces"
 PREVIEW_DPI = 60
 
 
+def error_text(message: str) -> str:
+    """A message as gr.Error shows it: Gradio's toast renders HTML (sanitised, but an <img> from a
+    trace's field would still load), and messages can quote an upload (a trace's key or value), so
+    &, < and > are escaped; the toast then reads exactly like the CLI's line."""
+    return html.escape(message, quote=False)
+
+
 def user_errors(fn: Callable) -> Callable:
     """Turn the project's one-line errors into gr.Error; anything else into a short internal message."""
 
@@ -41,20 +50,12 @@ def user_errors(fn: Callable) -> Callable:
         except gr.Error:
             raise
         except (UserInputError, ModelLoadError) as exc:
-            raise gr.Error(str(exc)) from None
+            raise gr.Error(error_text(str(exc))) from None
         except Exception as exc:  # one line, never a traceback in the UI
             msg = str(exc).splitlines()[0] if str(exc) else ""
-            raise gr.Error(f"internal failure: {type(exc).__name__}: {msg}") from exc
+            raise gr.Error(error_text(f"internal failure: {type(exc).__name__}: {msg}")) from exc
 
     return wrapper
-
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>&])")
-
-
-def markdown_text(text: str) -> str:
-    """User-supplied text (a file name) made inert in Markdown: every markup character escaped."""
-    return _MD_SPECIAL.sub(r"\\\1", text.replace("\n", " "))[:200]
 
 
 def sample_paths() -> list[str]:
@@ -84,8 +85,34 @@ def _stem(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", stem)[:60] or "page"
 
 
+OUT_ROOT = Path(tempfile.gettempdir()) / "mudiff-app"
+OUT_MAX_AGE_S = 3600.0  # Gradio copies outputs into its own cache as soon as a callback returns
+
+
+def prune_outputs(root: Path, max_age_s: float, now: float | None = None) -> int:
+    """Delete request folders under ``root`` older than ``max_age_s``; returns how many went.
+
+    Every request writes its downloads to a fresh folder; without this a public app's disk fills up.
+    """
+    import shutil
+    import time
+
+    now = time.time() if now is None else now
+    removed = 0
+    for d in root.glob("req-*"):
+        try:
+            if d.is_dir() and now - d.stat().st_mtime > max_age_s:
+                shutil.rmtree(d, ignore_errors=True)
+                removed += 1
+        except OSError:  # another request pruned it first
+            continue
+    return removed
+
+
 def _outdir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="mudiff-"))
+    OUT_ROOT.mkdir(parents=True, exist_ok=True)
+    prune_outputs(OUT_ROOT, OUT_MAX_AGE_S)
+    return Path(tempfile.mkdtemp(prefix="req-", dir=OUT_ROOT))
 
 
 def _path(file) -> str | None:
@@ -113,7 +140,7 @@ def preview_page(file, page_number):
     if idx != 1:
         page = load_page(path, page_index=idx - 1, dpi=PREVIEW_DPI)
     text = "text layer: ground truth available" if page.lines else "no text layer: lines are found from the pixels, no CER"
-    info = f"**{markdown_text(Path(path).name)}** · page {idx} of {n} · {text}"
+    info = f"**{md_text(Path(path).name)}** · page {idx} of {n} · {text}"
     label = f"PDF page (1 to {n})" if n > 1 else "PDF page"
     return page.image, gr.update(maximum=max(1, n), value=idx, interactive=n > 1, label=label), info
 

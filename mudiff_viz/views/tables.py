@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..align import diff_ops
 from ..metrics import order_correlation
 from ..trace import Trace
+from .markdown import md_text
 from .player import clock_n
 
 DIFF_COLOURS = {"substituted": "#e69f00", "expected": "#009e73", "extra": "#cc79a7", "missing": "#56b4e9"}
@@ -84,10 +85,10 @@ def diff_segments(hyp: str, ref: str) -> list[tuple[str, str | None]]:
 
 
 def summary_markdown(trace: Trace) -> str:
-    """One line of headline numbers (no model text in it)."""
+    """One line of headline numbers (no model text; the trace's own strings escaped: it may be an upload)."""
     m = trace.metrics
     parts = [
-        f"**{'AR' if trace.decoder == 'ar' else 'diffusion'}** · {trace.model.get('name')}",
+        f"**{'AR' if trace.decoder == 'ar' else 'diffusion'}** · {md_text(trace.model.get('name'))}",
         f"{len(trace.regions)} regions", f"{m.get('tokens')} tokens", f"NFE {m.get('nfe')}",
         f"{m.get('tokens_per_forward')} tokens/forward", f"{clock_n(trace)} forward passes",
         f"wall {m.get('wall_s')} s (prefill {m.get('prefill_s')} s)",
@@ -95,5 +96,5 @@ def summary_markdown(trace: Trace) -> str:
     if "cer" in m:
         parts.append(f"CER {100 * m['cer']:.2f}%")
     if "truncated" in m:
-        parts.append(f"⚠ truncated: {m['truncated']}")
+        parts.append(f"⚠ truncated: {md_text(m['truncated'])}")
     return " · ".join(parts)

@@ -1,0 +1,139 @@
+"""Concurrency and state rules of the app (issue 8), checked on the built app and the real code:
+one model slot per process, models loaded once, plain data in gr.State, bounded output folders,
+upload cap and run history from launch_kwargs, outside text inert in Markdown."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import pytest
+
+from mudiff_viz.limits import current
+from tests.ui_support import SAMPLE
+
+MODEL_CALLBACKS = {"run_decode", "run_compare", "run_shuffle", "run_shuffle_bench"}
+
+
+@pytest.fixture(scope="module")
+def demo():
+    from mudiff_viz.ui.app import build_app
+
+    return build_app()
+
+
+def test_every_model_event_shares_one_slot(demo):
+    fns = [f for f in demo.fns.values() if getattr(f.fn, "__name__", "") in MODEL_CALLBACKS]
+    assert {f.fn.__name__ for f in fns} == MODEL_CALLBACKS
+    for f in fns:
+        if f.name.startswith("load_example"):
+            continue  # cached examples: their own event, kept to one slot by the process lock
+        assert (f.concurrency_id, f.concurrency_limit) == ("model", 1), f.name
+
+
+def test_model_jobs_hold_the_process_lock():
+    from mudiff_viz.ui import callbacks, shuffle_callbacks
+    from mudiff_viz.ui.slot import MODEL_LOCK
+
+    for job in (callbacks.decode_job, callbacks.compare_job, shuffle_callbacks.shuffle_job, shuffle_callbacks.bench_job):
+        assert job.__code__.co_filename.endswith("slot.py"), job  # the model_slot wrapper
+    # behaviour: a decode waits while another holder has the slot
+    done = threading.Event()
+    with MODEL_LOCK:
+        t = threading.Thread(target=_call_held, args=(done,))
+        t.start()
+        time.sleep(0.3)
+        assert not done.is_set()
+    t.join(5)
+    assert done.is_set()
+
+
+def _call_held(done: threading.Event) -> None:
+    from mudiff_viz.ui.slot import model_slot
+
+    model_slot(lambda: None)()
+    done.set()
+
+
+def test_decode_job_waits_for_the_slot(tiny_models):
+    """A real decode through decode_job blocks while the slot is taken, then runs."""
+    import torch
+
+    from mudiff_viz.pages import load_page
+    from mudiff_viz.ui import callbacks
+    from mudiff_viz.ui.slot import MODEL_LOCK
+
+    torch.set_num_threads(1)
+    page = load_page(SAMPLE)
+    out = {}
+    knobs = {"max_new_tokens": 8, "block_length": 8, "steps": 8}
+    t = threading.Thread(target=lambda: out.setdefault("trace", callbacks.decode_job(page, str(tiny_models["ar"]), "ar", knobs)))
+    with MODEL_LOCK:
+        t.start()
+        time.sleep(0.5)
+        assert "trace" not in out and t.is_alive()
+    t.join(120)
+    assert out["trace"].decoder == "ar"
+
+
+def test_model_loads_once_per_process(tiny_models):
+    from models import registry
+
+    spec = str(tiny_models["diffusion"])
+    for key in [k for k in registry._cache if k[0] == spec]:
+        del registry._cache[key]
+    got: list[object] = []
+    threads = [threading.Thread(target=lambda: got.append(registry.load_backend(spec, "diffusion"))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(got) == 4 and all(b is got[0] for b in got)
+    assert [k for k in registry._cache if k[0] == spec] == [(spec, "diffusion", registry.default_device())]
+
+
+def test_state_holds_only_plain_data(demo):
+    import copy
+
+    import gradio as gr
+
+    for block in demo.blocks.values():
+        if isinstance(block, gr.State):
+            json.dumps(block.value)
+            copy.deepcopy(block.value)
+
+
+def test_launch_kwargs_cap_uploads_and_keep_no_history(monkeypatch):
+    from mudiff_viz.ui.app import launch_kwargs
+
+    kw = launch_kwargs()
+    assert kw["max_file_size"] == current().max_upload_bytes and kw["run_history"] is False
+    monkeypatch.setenv("MUDIFF_MAX_UPLOAD_BYTES", "1234")
+    assert launch_kwargs()["max_file_size"] == 1234
+
+
+def test_old_output_folders_are_pruned(tmp_path):
+    from mudiff_viz.ui.callbacks import prune_outputs
+
+    old, new = tmp_path / "req-old", tmp_path / "req-new"
+    for d in (old, new):
+        d.mkdir()
+        (d / "t.json").write_text("{}")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    assert prune_outputs(tmp_path, 3600) == 1
+    assert not old.exists() and new.exists()
+
+
+def test_outside_text_is_inert_in_markdown():
+    from mudiff_viz.ui.callbacks import error_text
+    from mudiff_viz.views.markdown import md_text
+
+    from markdown_it import MarkdownIt
+
+    raw = "![x](http://example.invalid/a.png) <img src=x onerror=alert(1)> **b** [l](javascript:x) # h\nnext"
+    html = MarkdownIt("commonmark").render(md_text(raw))
+    assert html.startswith("<p>") and html.count("<") == 2  # one paragraph of text, nothing else
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html and "**b**" in html and "javascript:x" in html
+    assert error_text("field 'x' is '<b>'; & more") == "field 'x' is '&lt;b&gt;'; &amp; more"

@@ -1,0 +1,164 @@
+"""Load test on loopback: 8 concurrent gradio_client clients, 3 decodes each of their own pages.
+
+The app runs in its own process (tests/app_server.py) on the random-weight nano twins; each client
+decodes three distinct synthetic PDF pages (a heading naming the client and the page) and checks
+that every answer is about ITS page: the trace's page SHA-256 and ground truth (the text layer)
+match the file it sent. Nothing may error, and the server's memory, sampled with psutil every
+50 ms (its own RSS and with its PDF worker children), must stay under a generous bound.
+Measured numbers go to docs/hardening.md; set MUDIFF_LOAD_REPORT=path to get them as JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from mudiff_viz.trace import Trace
+from tests.ui_support import ROOT, free_port, make_tiny_twins
+
+psutil = pytest.importorskip("psutil")
+
+CLIENTS, DECODES = 8, 3
+PEAK_RSS_BOUND = 3 * 1024**3  # generous: the measured peak is far below (docs/hardening.md)
+
+
+def page_pdf(client: int, k: int) -> bytes:
+    import pymupdf
+
+    doc = pymupdf.open()
+    page = doc.new_page(width=400, height=160)
+    page.insert_text((20, 40), f"Client {client} page {k}", fontname="helv", fontsize=14)
+    page.insert_text((20, 80), f"load test line for client {client}, request {k}.", fontname="cour", fontsize=10)
+    data = doc.tobytes()
+    doc.close()
+    return data
+
+
+class Sampler(threading.Thread):
+    """Peak RSS of a process alone and with its children, sampled until stopped."""
+
+    def __init__(self, pid: int, every_s: float = 0.05) -> None:
+        super().__init__(daemon=True)
+        self.proc = psutil.Process(pid)
+        self.every_s = every_s
+        self.peak = self.peak_tree = 0
+        self.samples = 0
+        self._halt = threading.Event()
+
+    def sample(self) -> None:
+        try:
+            own = self.proc.memory_info().rss
+        except psutil.Error:
+            return
+        tree = own
+        for child in self.proc.children(recursive=True):
+            try:
+                tree += child.memory_info().rss
+            except psutil.Error:
+                continue
+        self.peak, self.peak_tree = max(self.peak, own), max(self.peak_tree, tree)
+        self.samples += 1
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            self.sample()
+            time.sleep(self.every_s)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    models = make_tiny_twins(tmp_path_factory.mktemp("models"))
+    port = free_port()
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), GRADIO_ANALYTICS_ENABLED="False")
+    proc = subprocess.Popen([sys.executable, "-m", "tests.app_server", str(models), str(port)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == "ready", proc.stderr.read() if proc.poll() is not None else line
+        yield proc, f"http://127.0.0.1:{port}/"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def decode(client, path: Path, decoder: str):
+    from gradio_client import handle_file
+
+    return client.predict(file=handle_file(str(path)), page_number=1, spec="nano", decoder=decoder, block_length=8,
+                          steps=8, threshold=0.9, temperature=0.0, strategy="low_confidence_dynamic", seed=0,
+                          max_tokens=24, api_name="/decode")
+
+
+def test_eight_clients_each_get_their_own_pages(server, tmp_path):
+    from gradio_client import Client
+
+    proc, url = server
+    pages = {}
+    for c in range(CLIENTS):
+        for k in range(DECODES):
+            path = tmp_path / f"client{c}-page{k}.pdf"
+            path.write_bytes(page_pdf(c, k))
+            pages[(c, k)] = path
+    # warm up: one decode loads both twins, so the baseline counts the models
+    warm = Client(url, verbose=False)
+    decode(warm, pages[(0, 0)], "diffusion"), decode(warm, pages[(0, 0)], "ar")
+    sampler = Sampler(proc.pid)
+    sampler.sample()
+    baseline = sampler.peak
+    sampler.start()
+
+    def one_client(c: int) -> list[str]:
+        client = Client(url, verbose=False)
+        problems = []
+        for k in range(DECODES):
+            path = pages[(c, k)]
+            decoder = "diffusion" if (c + k) % 2 == 0 else "ar"
+            status, payload, *_, files = decode(client, path, decoder)
+            trace = Trace.load(files[0])
+            if trace.page["sha256"] != hashlib.sha256(path.read_bytes()).hexdigest():
+                problems.append(f"client {c} page {k}: got the trace of another page")
+            if not (trace.gt_text or "").startswith(f"Client {c} page {k}\n"):
+                problems.append(f"client {c} page {k}: ground truth {trace.gt_text!r}")
+            if trace.decoder != decoder or payload["decoder"] != decoder:
+                problems.append(f"client {c} page {k}: asked for {decoder}, got {trace.decoder}")
+            if payload["regions"][0]["gt"] != f"Client {c} page {k}":
+                problems.append(f"client {c} page {k}: player shows {payload['regions'][0]['gt']!r}")
+        return problems
+
+    t0 = time.perf_counter()
+    try:
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            results = list(pool.map(one_client, range(CLIENTS)))
+    finally:
+        sampler.stop()
+    wall = time.perf_counter() - t0
+    problems = [p for r in results for p in r]
+    assert not problems, problems
+    assert proc.poll() is None, "the server died"
+    report = {
+        "clients": CLIENTS, "decodes_per_client": DECODES, "wall_s": round(wall, 1),
+        "decodes_per_s": round(CLIENTS * DECODES / wall, 2),
+        "baseline_rss_mb": round(baseline / 2**20), "peak_rss_mb": round(sampler.peak / 2**20),
+        "peak_rss_with_children_mb": round(sampler.peak_tree / 2**20), "samples": sampler.samples,
+    }
+    print("\nload test:", json.dumps(report))
+    if os.environ.get("MUDIFF_LOAD_REPORT"):
+        Path(os.environ["MUDIFF_LOAD_REPORT"]).write_text(json.dumps(report, indent=1))
+    assert sampler.samples > 10
+    assert sampler.peak_tree < PEAK_RSS_BOUND, report
