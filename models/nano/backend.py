@@ -26,13 +26,21 @@ from .weights import load_model
 
 @dataclass
 class NanoContext:
-    k: list[torch.Tensor]  # per layer (B, H, capacity, D)
+    """The batch's KV cache, kept compact: cache row i holds region ``alive[i]``.
+
+    Rows that finish are dropped the next time the cache is written for the others, so the common
+    case (every live row addressed) attends over plain slices: no gather, no concatenation.
+    """
+
+    k: list[torch.Tensor]  # per layer (B_alive, H, capacity, D)
     v: list[torch.Tensor]
-    key_mask: torch.Tensor  # (B, capacity) True where a key is real
+    key_mask: torch.Tensor  # (B_alive, capacity) True where a key is real
     length: int  # filled positions (same for all rows)
     first_logits: torch.Tensor  # (B, V) from the prefill (<bos> position)
     crops: list[LineCrop]
     ctc_paths: list[list[tuple[int, int]]]  # per row: (token id, line-image x) of the CTC greedy path
+    prompt_len: int = 0  # cache slots of [visual ; <bos>]; answer position k lives at slot prompt_len + k
+    alive: list[int] | None = None  # region index of each cache row
 
 
 class NanoBackend:
@@ -80,11 +88,13 @@ class NanoBackend:
         if not crops:
             raise ValueError("no text lines found on the page")
         images, widths = collate([c.pixels for c in crops])
-        images, widths = images.to(self.device), widths.to(self.device)
-        enc, enc_len, vis, vis_mask = self.model.encode(images, widths)
-        logits, kv, key_mask = self.model.prefill(vis, vis_mask, self.tok.bos_id)
+        dtype = next(self.model.parameters()).dtype
+        images, widths = images.to(self.device, dtype), widths.to(self.device)
+        visual = self.model.encode(images, widths)
+        enc, enc_len = visual.enc, visual.enc_len
+        logits, kv, key_mask = self.model.prefill(visual, self.tok.bos_id)
         b, p1 = key_mask.shape
-        capacity = p1 + 64
+        capacity = p1 + 128
         ks, vs = [], []
         for k, v in kv:
             kk = k.new_zeros(b, k.shape[1], capacity, k.shape[3])
@@ -103,7 +113,7 @@ class NanoBackend:
                     path.append((tok, 4 * t + 2))
                 prev = tok
             paths.append(path)
-        return NanoContext(ks, vs, mask, p1, logits, crops, paths)
+        return NanoContext(ks, vs, mask, p1, logits, crops, paths, prompt_len=p1, alive=list(range(b)))
 
     def _ensure(self, ctx: NanoContext, extra: int) -> None:
         cap = ctx.key_mask.shape[1]
@@ -114,22 +124,38 @@ class NanoBackend:
         ctx.v = [F.pad(v, (0, 0, 0, grow)) for v in ctx.v]
         ctx.key_mask = F.pad(ctx.key_mask, (0, grow))
 
+    @staticmethod
+    def _compact(ctx: NanoContext, rows: list[int]) -> None:
+        """Keep only the cache rows of ``rows`` (the others have finished for good)."""
+        keep = torch.tensor([ctx.alive.index(r) for r in rows], device=ctx.key_mask.device)
+        ctx.k = [k.index_select(0, keep) for k in ctx.k]
+        ctx.v = [v.index_select(0, keep) for v in ctx.v]
+        ctx.key_mask = ctx.key_mask.index_select(0, keep)
+        ctx.alive = list(rows)
+
     def _forward(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor, store: bool, causal: bool):
         n = tokens.shape[1]
         t = ctx.length
-        x = self.model.embed(tokens)
-        past = [(k[rows, :, :t], v[rows, :, :t]) for k, v in zip(ctx.k, ctx.v)]
+        want = rows.tolist()
+        self._ensure(ctx, n)
+        if store and want != ctx.alive:
+            self._compact(ctx, want)  # a store for fewer rows: the others stopped
+        if want == ctx.alive:  # every live row: attend over the cache in place
+            bufs = [(k, v, t) for k, v in zip(ctx.k, ctx.v)]
+            key_mask = ctx.key_mask[:, :t]
+        else:  # a subset (rows whose block finished early sit out): gather them once
+            idx = torch.tensor([ctx.alive.index(r) for r in want], device=self.device)
+            bufs = [(k.index_select(0, idx)[:, :, : t + n], v.index_select(0, idx)[:, :, : t + n], t)
+                    for k, v in zip(ctx.k, ctx.v)]
+            key_mask = ctx.key_mask.index_select(0, idx)[:, :t]
         inner = torch.ones(n, n, dtype=torch.bool, device=self.device)
         if causal:
             inner = torch.tril(inner)
-        mask = torch.cat([ctx.key_mask[rows, None, :t].expand(-1, n, -1), inner.expand(len(rows), -1, -1)], dim=2)
-        hidden, new_kv = self.model.run_layers(x, torch.arange(t, t + n, device=self.device), mask[:, None], past)
-        if store:
-            self._ensure(ctx, n)
-            for layer, (k, v) in enumerate(new_kv):
-                ctx.k[layer][rows, :, t : t + n] = k
-                ctx.v[layer][rows, :, t : t + n] = v
-            ctx.key_mask[rows, t : t + n] = True
+        mask = torch.cat([key_mask[:, None, :].expand(-1, n, -1), inner.expand(len(want), -1, -1)], dim=2)
+        positions = torch.arange(t - ctx.prompt_len, t - ctx.prompt_len + n, device=self.device, dtype=torch.float32)
+        hidden, _ = self.model.run_layers(self.model.embed(tokens), positions, mask[:, None], bufs)
+        if store:  # the keys/values were written into slots t..t+n in place: make them count
+            ctx.key_mask[:, t : t + n] = True
             ctx.length += n
         return self.model.logits(hidden)
 

@@ -36,6 +36,9 @@ class NanoConfig:
     vocab_size: int = 100
     rope_theta: float = 10000.0
     max_answer: int = 320  # longest answer the decoder is built for (characters of one line)
+    # Visual tokens take their rotary positions from the CTC head's running character count, so
+    # the glyph of character k and answer position k share a position (see NanoOCR.encode).
+    ctc_positions: bool = True
 
     @property
     def head_dim(self) -> int:
@@ -50,6 +53,7 @@ class NanoConfig:
     def from_dict(d: dict) -> "NanoConfig":
         d = dict(d)
         d["conv_channels"] = tuple(d.get("conv_channels", NanoConfig.conv_channels))
+        d.setdefault("ctc_positions", False)  # configs written before the option used plain positions
         return NanoConfig(**{k: v for k, v in d.items() if k in NanoConfig.__dataclass_fields__})
 
 
@@ -64,16 +68,18 @@ class RMSNorm(nn.Module):
 
 
 def rope_tables(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos/sin tables for integer positions (any shape) -> (..., head_dim/2)."""
+    """cos/sin tables for positions (any shape; fractional positions allowed) -> (..., head_dim/2)."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=positions.device) / head_dim))
     angles = positions.to(torch.float32)[..., None] * inv_freq
     return angles.cos(), angles.sin()
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x: (B, H, T, D); cos/sin: (T, D/2). Rotate-half convention."""
+    """x: (B, H, T, D); cos/sin: (T, D/2) or per row (B, T, D/2). Rotate-half convention."""
     x1, x2 = x.chunk(2, dim=-1)
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    if cos.dim() == 3:
+        cos, sin = cos[:, None], sin[:, None]
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
@@ -92,23 +98,29 @@ class Attention(nn.Module):
         cos: torch.Tensor,
         sin: torch.Tensor,
         mask: torch.Tensor | None,
-        past: tuple[torch.Tensor, torch.Tensor] | None = None,
+        past: tuple[torch.Tensor, torch.Tensor, int] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Returns (output, k, v) where k, v are this input's keys/values (after RoPE), for caching.
 
-        ``past`` (B, H, Tp, D) keys/values are attended to before x's own; ``mask`` is boolean
-        (B or 1, 1, T, Tp + T), True = may attend.
+        ``past`` = (k_buf, v_buf, t): cache buffers (B, H, capacity, D) holding t filled slots.
+        This input's keys/values are written into slots t..t+T (no concatenation, no copy of the
+        cache) and attention runs over slots 0..t+T. Whether the slots count as stored is the
+        caller's business (the decoder's "attend without storing" simply does not advance t).
+        ``mask`` is boolean (B or 1, 1, T, t + T), True = may attend.
         """
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        b, n, _ = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q = apply_rope(self.q_norm(q), cos, sin)
         k = apply_rope(self.k_norm(k), cos, sin)
         if past is not None:
-            keys, values = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+            k_buf, v_buf, t = past
+            k_buf[:, :, t : t + n] = k
+            v_buf[:, :, t : t + n] = v
+            keys, values = k_buf[:, :, : t + n], v_buf[:, :, : t + n]
         else:
             keys, values = k, v
         out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
-        return self.o(out.transpose(1, 2).reshape(b, t, -1)), k, v
+        return self.o(out.transpose(1, 2).reshape(b, n, -1)), k, v
 
 
 class SwiGLU(nn.Module):
@@ -207,23 +219,31 @@ class NanoOCR(nn.Module):
 
     # ---- vision side -------------------------------------------------------------------------
 
-    def encode(self, images: torch.Tensor, widths: torch.Tensor):
-        """Line images -> (encoder states, encoder lengths, visual tokens left-padded, visual mask).
+    def encode(self, images: torch.Tensor, widths: torch.Tensor) -> "Visual":
+        """Line images -> encoder states and visual tokens, right-aligned so all rows end at P-1.
 
-        widths: (B,) true pixel widths. Visual tokens: (B, P, d_model), right-aligned so all rows
-        end at position P-1; mask (B, P) is True on real tokens.
+        widths: (B,) true pixel widths. With ``ctc_positions`` each visual token's rotary position is
+        the index of the character the CTC head reads there (k for the frames of character k, k+0.5
+        between characters), so answer position k finds its glyph by relative position alone.
         """
         enc_len = (widths + 3) // 4
         enc = self.encoder(images, enc_len)
         vis = self.projector(enc)
         vis_len = (enc_len + 1) // 2
-        p = vis.shape[1]
+        b, p, _ = vis.shape
         # right-align: roll each row so its real tokens end at position P-1
         shift = p - vis_len
         idx = (torch.arange(p, device=vis.device)[None, :] - shift[:, None]) % p
         vis = torch.gather(vis, 1, idx[:, :, None].expand(-1, -1, vis.shape[2]))
+        if self.cfg.ctc_positions:
+            frame_pos = ctc_frame_positions(self.ctc_head(enc), enc_len, blank=0)
+            if frame_pos.shape[1] % 2:
+                frame_pos = torch.cat([frame_pos, frame_pos[:, -1:]], 1)
+            pos = torch.gather(frame_pos.view(b, -1, 2).mean(-1), 1, idx)
+        else:  # plain sequence positions: the visual tokens just before <bos> (-1)
+            pos = (torch.arange(p, device=vis.device, dtype=torch.float32) - p - 1).expand(b, p)
         vis_mask = torch.arange(p, device=vis.device)[None, :] >= shift[:, None]
-        return enc, enc_len, vis, vis_mask
+        return Visual(enc, enc_len, vis, vis_mask, torch.where(vis_mask, pos, torch.zeros_like(pos)))
 
     # ---- decoder -----------------------------------------------------------------------------
 
@@ -231,7 +251,7 @@ class NanoOCR(nn.Module):
         return rope_tables(positions, self.cfg.head_dim, self.cfg.rope_theta)
 
     def run_layers(self, x, positions, mask, past=None):
-        """Decoder stack. past: list of per-layer (k, v) or None. Returns (hidden, [(k, v)...])."""
+        """Decoder stack. past: per-layer (k_buf, v_buf, t) cache slots or None. Returns (hidden, [(k, v)...])."""
         cos, sin = self.rope(positions)
         new_kv = []
         for i, layer in enumerate(self.layers):
@@ -242,16 +262,47 @@ class NanoOCR(nn.Module):
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden)
 
-    def prefill(self, vis: torch.Tensor, vis_mask: torch.Tensor, bos_id: int):
-        """Prompt = [visual tokens ; <bos>], bidirectional. Returns (logits at <bos>, per-layer kv, key mask)."""
-        b, p, _ = vis.shape
-        bos = self.embed(torch.full((b, 1), bos_id, dtype=torch.long, device=vis.device))
-        x = torch.cat([vis, bos], dim=1)
-        key_mask = torch.cat([vis_mask, torch.ones(b, 1, dtype=torch.bool, device=vis.device)], dim=1)
-        mask = key_mask[:, None, None, :] | torch.eye(p + 1, dtype=torch.bool, device=vis.device)[None, None]
-        hidden, kv = self.run_layers(x, torch.arange(p + 1, device=vis.device), mask)
+    def prefill(self, v: "Visual", bos_id: int):
+        """Prompt = [visual tokens ; <bos>], bidirectional. Returns (logits at <bos>, per-layer kv, key mask).
+
+        Answer position k (0-based) sits at rotary position k; <bos> at -1."""
+        b, p, _ = v.vis.shape
+        dev = v.vis.device
+        bos = self.embed(torch.full((b, 1), bos_id, dtype=torch.long, device=dev))
+        x = torch.cat([v.vis, bos], dim=1)
+        key_mask = torch.cat([v.vis_mask, torch.ones(b, 1, dtype=torch.bool, device=dev)], dim=1)
+        mask = key_mask[:, None, None, :] | torch.eye(p + 1, dtype=torch.bool, device=dev)[None, None]
+        hidden, kv = self.run_layers(x, self.prompt_positions(v), mask)
         return self.logits(hidden[:, -1]), kv, key_mask
 
+    @staticmethod
+    def prompt_positions(v: "Visual") -> torch.Tensor:
+        """(B, P + 1) rotary positions of [visual tokens ; <bos>]."""
+        return torch.cat([v.vis_pos, torch.full_like(v.vis_pos[:, :1], -1.0)], dim=1)
+
+
+@dataclass
+class Visual:
+    enc: torch.Tensor  # (B, W/4, enc_dim) encoder states (CTC head input)
+    enc_len: torch.Tensor  # (B,) valid encoder steps
+    vis: torch.Tensor  # (B, P, d_model) visual tokens, right-aligned
+    vis_mask: torch.Tensor  # (B, P) True on real tokens
+    vis_pos: torch.Tensor  # (B, P) rotary positions of the visual tokens
+
+
+@torch.no_grad()
+def ctc_frame_positions(ctc_logits: torch.Tensor, lengths: torch.Tensor, blank: int) -> torch.Tensor:
+    """Per encoder frame, the index of the character the greedy CTC path reads there.
+
+    Frames that emit or repeat character k get k; blank frames after it get k + 0.5 (before the
+    first character: -0.5). Padding frames carry the last value.
+    """
+    best = ctc_logits.argmax(-1)
+    valid = torch.arange(best.shape[1], device=best.device)[None, :] < lengths[:, None]
+    prev = torch.cat([torch.full_like(best[:, :1], blank), best[:, :-1]], dim=1)
+    emit = (best != blank) & (best != prev) & valid
+    idx = torch.cumsum(emit.long(), dim=1) - 1
+    return torch.where(best == blank, idx.float() + 0.5, idx.float())
 
 def param_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())

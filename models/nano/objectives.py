@@ -50,7 +50,8 @@ def _pad(seqs: list[list[int]], value: int) -> torch.Tensor:
 
 
 def ar_loss(model: NanoOCR, tok: CharTokenizer, images, widths, texts: list[str], ctc_weight: float = 0.5):
-    enc, enc_len, vis, vis_mask = model.encode(images, widths)
+    v = model.encode(images, widths)
+    enc, enc_len, vis, vis_mask = v.enc, v.enc_len, v.vis, v.vis_mask
     ids = [tok.encode(t) for t in texts]
     inputs = _pad(ids, tok.pad_id)  # t1..tn
     targets = _pad([s + [tok.eos_id] for s in ids], tok.pad_id)  # t1..tn, eos
@@ -61,7 +62,8 @@ def ar_loss(model: NanoOCR, tok: CharTokenizer, images, widths, texts: list[str]
     kind = torch.cat([torch.full((b, p + 1), PROMPT), torch.full((b, n), CLEAN)], 1)
     block = torch.cat([torch.full((b, p + 1), -1), torch.arange(n).expand(b, n)], 1)
     valid = torch.cat([vis_mask, torch.ones(b, 1, dtype=torch.bool), inputs != tok.pad_id], 1)
-    hidden, _ = model.run_layers(x, torch.arange(p + 1 + n), segment_mask(kind, block, valid))
+    positions = torch.cat([model.prompt_positions(v), torch.arange(n, dtype=torch.float32).expand(b, n)], 1)
+    hidden, _ = model.run_layers(x, positions, segment_mask(kind, block, valid))
     logits = model.logits(hidden[:, p:])  # predictions from <bos>, t1..tn
     main = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=tok.pad_id)
     ctc = ctc_loss(model, enc, enc_len, ids, tok.pad_id)
@@ -79,7 +81,8 @@ def diffusion_loss(
     ctc_weight: float = 0.5,
     eps: float = 1e-3,
 ):
-    enc, enc_len, vis, vis_mask = model.encode(images, widths)
+    v = model.encode(images, widths)
+    enc, enc_len, vis, vis_mask = v.enc, v.enc_len, v.vis, v.vis_mask
     ids = [tok.encode(t) for t in texts]
     answers = []
     for s in ids:  # text, <eos>, then <eos> up to the end of that block
@@ -105,8 +108,8 @@ def diffusion_loss(
     kind = torch.cat([torch.full((b, p + 1), PROMPT), torch.full((b, n), CLEAN), torch.full((b, n), NOISY)], 1)
     block = torch.cat([torch.full((b, p + 1), -1), ans_block, ans_block], 1)
     valid = torch.cat([vis_mask, torch.ones(b, 1, dtype=torch.bool), real, real], 1)
-    ans_pos = torch.arange(p + 1, p + 1 + n)
-    positions = torch.cat([torch.arange(p + 1), ans_pos, ans_pos])
+    ans_pos = torch.arange(n, dtype=torch.float32).expand(b, n)
+    positions = torch.cat([model.prompt_positions(v), ans_pos, ans_pos], 1)
     hidden, _ = model.run_layers(x, positions, segment_mask(kind, block, valid))
     logits = model.logits(hidden[:, p + 1 + n :])
     main = F.cross_entropy(logits[masked], clean[masked])

@@ -53,6 +53,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--block-sizes", default="4:0.1,8:0.15,16:0.2,32:0.55", help="diffusion block size mix")
     ap.add_argument("--span-mix", default="32:0.3,64:0.4,400:0.3", help="max characters per span : share")
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast")
+    ap.add_argument("--ctc-positions", action=argparse.BooleanOptionalAction, default=True,
+                    help="visual tokens take rotary positions from the CTC head's character count")
     # model size (ignored with --init, which brings its config)
     ap.add_argument("--d-model", type=int, default=192)
     ap.add_argument("--layers", type=int, default=4)
@@ -121,7 +123,8 @@ def quick_eval(model: NanoOCR, tok: CharTokenizer, samples, kind: str, gen: torc
     imgs = [s.pixels for s in samples]
     texts = [s.text for s in samples]
     x, w = collate(imgs)
-    enc, enc_len, _, _ = model.encode(x, w)
+    v = model.encode(x, w)
+    enc, enc_len = v.enc, v.enc_len
     best = model.ctc_head(enc).argmax(-1)
     errs = total = 0
     for row, n, ref in zip(best.tolist(), enc_len.tolist(), texts):
@@ -155,11 +158,12 @@ def main(argv=None) -> None:
 
         model = load_model(args.init.parent if args.init.is_file() else args.init, dtype=torch.float32)
         model.cfg.kind = args.kind
+        model.cfg.ctc_positions = args.ctc_positions
     else:
         cfg = NanoConfig(
             kind=args.kind, d_model=args.d_model, n_layers=args.layers, n_heads=args.d_model // 32,
             mlp_hidden=int(args.d_model * 8 / 3) // 32 * 32, enc_dim=args.d_model, enc_layers=args.enc_layers,
-            vocab_size=tok.vocab_size,
+            vocab_size=tok.vocab_size, ctc_positions=args.ctc_positions,
         )
         model = NanoOCR(cfg)
     model.train()
