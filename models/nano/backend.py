@@ -46,6 +46,10 @@ class NanoContext:
 class NanoBackend:
     """One nano twin (``kind`` 'diffusion' or 'ar'); implements both decoder protocols."""
 
+    # all lines of a page decode as one batch; the benchmark flips this to measure the latency
+    # regime (a batch of one region, as the real model runs)
+    one_region_at_a_time = False
+
     def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None) -> None:
         self.model: NanoOCR = load_model(Path(model_dir)).to(device)
         self.cfg = self.model.cfg

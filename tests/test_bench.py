@@ -1,0 +1,60 @@
+"""The benchmark harness pieces on random-weight nano twins: structure and switches, never timings."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from mudiff_viz.bench import bench_pages, run_bench, run_sweep, sweep_table
+from mudiff_viz.cli import main as cli_main
+
+torch.set_num_threads(1)
+
+
+def test_bench_reports_every_key_in_both_regimes(tiny_models):
+    result = run_bench(str(tiny_models["diffusion"]), n_pages=1, repeats=1, ar_model=str(tiny_models["ar"]),
+                       log=lambda m: None)
+    for key in ("tokens_per_forward", "speedup_vs_ar", "recording_overhead", "trace_bytes_per_token", "peak_rss_mb"):
+        assert key in result
+    assert result["tokens_per_forward"]["ar"] == 1.0
+    assert result["tokens_per_forward"]["diffusion"] > 0
+    assert set(result["regimes"]) == {"page_batch", "one_region_at_a_time"}
+    batch, single = result["regimes"]["page_batch"], result["regimes"]["one_region_at_a_time"]
+    assert batch["per_page"][0]["regions"] == single["per_page"][0]["regions"] > 5
+    # the regimes decode the same lines to the same text (batching changes speed, not results)
+    assert batch["per_page"][0]["diffusion"]["tokens"] == single["per_page"][0]["diffusion"]["tokens"]
+    assert result["trace_bytes_per_token"] > 0 and result["recording_overhead"] > 0
+    json.dumps(result)  # plain data
+
+
+def test_recording_switch_really_disables_recording(tiny_models):
+    from mudiff_viz.bench import _decode
+    from mudiff_viz.decoding.diffusion import DiffusionParams
+
+    page = bench_pages(1)[0]
+    spec = str(tiny_models["diffusion"])
+    on = _decode(page, spec, "diffusion", DiffusionParams(block_length=8, steps=8))
+    off = _decode(page, spec, "diffusion", DiffusionParams(block_length=8, steps=8, record=False))
+    assert on.steps and not off.steps
+    assert on.text == off.text and on.metrics["nfe"] == off.metrics["nfe"]
+    assert len(off.to_json()) < len(on.to_json()) / 2
+
+
+def test_sweep_grid_has_one_point_per_setting(tiny_models):
+    sweep = run_sweep(str(tiny_models["diffusion"]), str(tiny_models["ar"]), n_pages=1, thresholds=(0.5, 0.9),
+                      block_lengths=(8, 16), log=lambda m: None)
+    settings = [(p["block_length"], p["threshold"]) for p in sweep["points"]]
+    assert sorted(settings) == [(8, 0.5), (8, 0.9), (16, 0.5), (16, 0.9)]
+    assert sweep["ar"]["tokens_per_forward"] == 1.0
+    table = sweep_table(sweep)
+    assert table.count("\n") == 2 + 1 + 4
+
+
+def test_bench_cli_quick_writes_json(tiny_models, tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    code = cli_main(["bench", "--quick", "--model", str(tiny_models["diffusion"]), "--ar-model", str(tiny_models["ar"]),
+                     "--threads", "1", "--out", str(out)])
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert data["pages"] == 2 and data["repeats"] == 1
