@@ -93,6 +93,47 @@ def test_the_cli_prints_the_same_line(client, corpus, name, tmp_path):
     assert r.returncode == 2 and r.stderr.strip() == "error: " + app_error(lambda: decode(client, corpus / name))
 
 
+def clock_bomb(field: str, value: int) -> bytes:
+    """A valid little trace with one clock value replaced: the loader accepts it, the player must not."""
+    import json
+
+    from mudiff_viz.decoding.diffusion import DiffusionParams, decode_diffusion
+    from tests.fixed_backend import FixedBackend, FixedPage
+
+    b = FixedBackend(seed=2, n_rows=2)
+    d = decode_diffusion(b, FixedPage(), b.regions(None), DiffusionParams(block_length=8, steps=4, max_new_tokens=16)).to_dict()
+    if field == "nfe":
+        d["steps"][0]["nfe"] = value
+    else:
+        d["regions"][0]["tokens"][0]["commit_step"] = value
+    return json.dumps(d).encode()
+
+
+CLOCK_BOMBS = {
+    "huge-nfe.json": (lambda: clock_bomb("nfe", 10**9), "its clock has 1000000001 forwards"),
+    "huge-commit.json": (lambda: clock_bomb("commit_step", 10**9), "its clock has 1000000001 forwards"),
+    "negative-nfe.json": (lambda: clock_bomb("nfe", -3), "'steps[0].nfe' is -3"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLOCK_BOMBS))
+def test_clock_bomb_trace_is_refused_before_any_allocation(client, tmp_path, name):
+    """One step claiming forward 10^9 in a 10 kB trace would make a 10^9-long payload (gigabytes)."""
+    import time
+
+    from gradio_client import handle_file
+
+    make, message = CLOCK_BOMBS[name]
+    path = tmp_path / name
+    path.write_bytes(make())
+    t0 = time.perf_counter()
+    got = app_error(lambda: client.predict(files=[handle_file(str(path))], page_file=None, api_name="/view_trace"))
+    assert message in got and got.startswith("invalid trace: ")
+    assert time.perf_counter() - t0 < 30
+    r = run_cli("view", str(path), "--html", str(tmp_path / "r.html"), timeout=60)
+    assert r.returncode == 2 and message in r.stderr
+
+
 @pytest.mark.parametrize("name", sorted(HOSTILE_TRACES))
 def test_hostile_trace_in_the_viewer(client, corpus, name):
     from gradio_client import handle_file

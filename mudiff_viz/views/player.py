@@ -51,6 +51,31 @@ def clock_n(trace: Trace) -> int:
     return max(trace.clock_length, last_commit + 1)
 
 
+def check_clock(trace: Trace) -> None:
+    """Refuse a trace whose clock its content cannot fill (an upload is untrusted).
+
+    Every per-forward array of the payload is as long as the clock, so one step with ``nfe`` 10^9
+    in a tiny file would make the server allocate gigabytes. A real clock has at most one forward
+    per step record, plus one per committed token (traces recorded without steps) and per block
+    commit; negative clocks would index from the end.
+    """
+    from ..errors import UserInputError
+
+    for i, s in enumerate(trace.steps):
+        if s.nfe < 0:
+            raise UserInputError(f"invalid trace: field 'steps[{i}].nfe' is {s.nfe}: must be >= 0")
+    for ri, r in enumerate(trace.regions):
+        for ti, t in enumerate(r.tokens):
+            if t.commit_step < -1:
+                raise UserInputError(f"invalid trace: field 'regions[{ri}].tokens[{ti}].commit_step' is {t.commit_step}")
+    bound = 2 * (len(trace.steps) + trace.n_tokens) + 16
+    if clock_n(trace) > bound:
+        raise UserInputError(
+            f"invalid trace: its clock has {clock_n(trace)} forwards but only {len(trace.steps)} steps and "
+            f"{trace.n_tokens} tokens (field 'steps[].nfe' or 'regions[].tokens[].commit_step')"
+        )
+
+
 def clock_times(trace: Trace) -> list[float]:
     """Wall time (s since the request) at which each forward on the shared clock finished."""
     n = clock_n(trace)
@@ -242,6 +267,7 @@ def n_blocks(trace: Trace) -> int:
 
 def player_payload(trace: Trace, image_url: str | None = None, label: str | None = None) -> dict:
     """Everything the player needs for one trace (JSON-serialisable, model text as plain strings)."""
+    check_clock(trace)
     sl = slots(trace)
     n = clock_n(trace)
     m = trace.metrics
