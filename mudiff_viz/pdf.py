@@ -124,12 +124,12 @@ def render_in_process(data: bytes, page_index: int, dpi: float, limits: Limits) 
             doc.close()
 
 
-def render_pdf_page(
-    data: bytes, page_index: int, dpi: float, limits: Limits, isolate: bool = True
-) -> RenderedPage:
-    """Render a page of an untrusted PDF in a child process with time and memory limits."""
-    if not isolate:
-        return render_in_process(data, page_index, dpi, limits)
+def run_worker(task: list[str], data: bytes, limits: Limits, action: str = "render") -> tuple[dict, bytes]:
+    """Run ``python -m mudiff_viz.pdf_worker TASK...`` on ``data`` with the time and memory limits.
+
+    Returns the child's JSON header and its binary payload; a refusal or a crash becomes one
+    UserInputError line. ``action`` names the work in messages ("render", "shuffle").
+    """
     env = dict(os.environ)
     env["MUDIFF_LIMITS_JSON"] = json.dumps(limits.__dict__)
     # the child imports this package by name: make it findable from any working directory
@@ -144,7 +144,7 @@ def render_pdf_page(
 
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "mudiff_viz.pdf_worker", str(page_index), str(dpi)],
+            [sys.executable, "-m", "mudiff_viz.pdf_worker", *task],
             input=data,
             capture_output=True,
             timeout=limits.pdf_timeout_s,
@@ -152,19 +152,29 @@ def render_pdf_page(
             preexec_fn=_limit_memory if sys.platform.startswith("linux") else None,
         )
     except subprocess.TimeoutExpired:
-        raise UserInputError(f"PDF took longer than {limits.pdf_timeout_s:.0f} s to render") from None
-    header, _, png = proc.stdout.partition(b"\n")
+        raise UserInputError(f"PDF took longer than {limits.pdf_timeout_s:.0f} s to {action}") from None
+    header, _, payload = proc.stdout.partition(b"\n")
     try:
         meta = json.loads(header or b"{}")
     except json.JSONDecodeError:
         meta = {}
     if "error" in meta:
         raise UserInputError(meta["error"])
-    if proc.returncode != 0 or "page_count" not in meta:
+    if proc.returncode != 0 or not meta.get("ok"):
         err = proc.stderr.lower()
         if proc.returncode < 0 or any(s in err for s in OUT_OF_MEMORY):
-            raise UserInputError(f"PDF needs more memory to render than the limit of {limits.pdf_memory_mb} MB allows")
-        raise UserInputError("corrupt PDF: rendering failed")
+            raise UserInputError(f"PDF needs more memory to {action} than the limit of {limits.pdf_memory_mb} MB allows")
+        raise UserInputError(f"corrupt PDF: {action} failed")
+    return meta, payload
+
+
+def render_pdf_page(
+    data: bytes, page_index: int, dpi: float, limits: Limits, isolate: bool = True
+) -> RenderedPage:
+    """Render a page of an untrusted PDF in a child process with time and memory limits."""
+    if not isolate:
+        return render_in_process(data, page_index, dpi, limits)
+    meta, png = run_worker(["render", str(page_index), str(dpi)], data, limits)
     image = Image.open(io.BytesIO(png), formats=["PNG"])
     image.load()
     lines = [

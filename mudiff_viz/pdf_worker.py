@@ -1,10 +1,14 @@
-"""Child process for :func:`mudiff_viz.pdf.render_pdf_page`: PDF bytes on stdin, JSON + PNG out.
+"""Child process for the isolated PDF work in :mod:`mudiff_viz.pdf`: PDF bytes on stdin, one JSON
+header line and a binary payload on stdout. Nothing is pickled.
 
-Usage (internal): ``python -m mudiff_viz.pdf_worker PAGE_INDEX DPI < file.pdf``
+Usage (internal):
+  python -m mudiff_viz.pdf_worker render PAGE_INDEX DPI < file.pdf      -> header + PNG
+  python -m mudiff_viz.pdf_worker shuffle LEVEL SEED PAGES RERENDER < file.pdf  -> header + PDF
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -14,18 +18,10 @@ from .errors import UserInputError
 from .limits import Limits
 
 
-def main() -> int:
-    page_index, dpi = int(sys.argv[1]), float(sys.argv[2])
-    limits = Limits(**json.loads(os.environ.get("MUDIFF_LIMITS_JSON", "{}")))
-    data = sys.stdin.buffer.read()
-    out = sys.stdout.buffer
-    try:
-        from .pdf import render_in_process
+def render(args: list[str], data: bytes, limits: Limits) -> tuple[dict, bytes]:
+    from .pdf import render_in_process
 
-        rendered = render_in_process(data, page_index, dpi, limits)
-    except UserInputError as exc:
-        out.write(json.dumps({"error": str(exc)}).encode() + b"\n")
-        return 0
+    rendered = render_in_process(data, int(args[0]), float(args[1]), limits)
     buf = io.BytesIO()
     rendered.image.save(buf, format="PNG", compress_level=1)
     meta = {
@@ -42,8 +38,33 @@ def main() -> int:
             for ln in rendered.lines
         ],
     }
-    out.write(json.dumps(meta).encode() + b"\n")
-    out.write(buf.getvalue())
+    return meta, buf.getvalue()
+
+
+def shuffle(args: list[str], data: bytes, limits: Limits) -> tuple[dict, bytes]:
+    from .shuffle import shuffle_pdf
+
+    pages = None if args[2] == "all" else [int(x) for x in args[2].split(",")]
+    result = shuffle_pdf(data, float(args[0]), int(args[1]), pages=pages, rerender=args[3] == "1", limits=limits)
+    meta = {"lines": [dataclasses.asdict(r) for r in result.lines], "note": result.note}
+    return meta, result.data
+
+
+TASKS = {"render": render, "shuffle": shuffle}
+
+
+def main() -> int:
+    task, args = sys.argv[1], sys.argv[2:]
+    limits = Limits(**json.loads(os.environ.get("MUDIFF_LIMITS_JSON", "{}")))
+    data = sys.stdin.buffer.read()
+    out = sys.stdout.buffer
+    try:
+        meta, payload = TASKS[task](args, data, limits)
+    except UserInputError as exc:
+        out.write(json.dumps({"error": str(exc)}).encode() + b"\n")
+        return 0
+    out.write(json.dumps({"ok": True, **meta}).encode() + b"\n")
+    out.write(payload)
     return 0
 
 

@@ -334,6 +334,25 @@ def shuffle_pdf(
     return ShuffleResult(data=out, kind="pdf", level=level, seed=seed, lines=record, note=note)
 
 
+def shuffle_pdf_isolated(
+    data: bytes,
+    level: float,
+    seed: int,
+    pages: Sequence[int] | None = None,
+    rerender: bool = False,
+    limits: Limits | None = None,
+) -> ShuffleResult:
+    """:func:`shuffle_pdf` in the PDF worker process, under its time and memory limits (uploads)."""
+    from .pdf import run_worker
+
+    level = check_level(level)
+    limits = limits or current()
+    task = ["shuffle", repr(level), str(seed), "all" if pages is None else ",".join(map(str, pages)), "1" if rerender else "0"]
+    meta, out = run_worker(task, data, limits, action="shuffle")
+    lines = [LineShuffle(**d) for d in meta["lines"]]
+    return ShuffleResult(data=out, kind="pdf", level=level, seed=seed, lines=lines, note=meta.get("note", ""))
+
+
 # ---- image without a text layer ---------------------------------------------------------------
 
 
@@ -534,10 +553,13 @@ def shuffle_page(
     if kind == "pdf":
         from .pdf import render_pdf_page
 
-        result = shuffle_pdf(data, level, seed, pages=[page_index], rerender=rerender, limits=limits)
+        if trusted:
+            result = shuffle_pdf(data, level, seed, pages=[page_index], rerender=rerender, limits=limits)
+        else:  # uploads: redaction and rewriting run in the isolated worker, like rendering
+            result = shuffle_pdf_isolated(data, level, seed, pages=[page_index], rerender=rerender, limits=limits)
         r = render_pdf_page(result.data, page_index, dpi, limits, isolate=not trusted)
         page = Page(
-            image=r.image, source="shuffled.pdf", page_index=page_index, page_count=r.page_count, dpi=r.dpi,
+            image=r.image, source=f"shuffled-{level:g}-seed{seed}.pdf", page_index=page_index, page_count=r.page_count, dpi=r.dpi,
             sha256=hashlib.sha256(result.data).hexdigest(), lines=r.lines or None,
         )
         result.gt_text = page.text
@@ -545,5 +567,5 @@ def shuffle_page(
     if page_index != 0:
         raise UserInputError(f"page {page_index} does not exist: an image has one page (index 0)")
     image, result = shuffle_image(open_image(data, kind, limits), level, seed, gt_text)
-    page = Page(image=image, source="shuffled.png", sha256=hashlib.sha256(result.data).hexdigest())
+    page = Page(image=image, source=f"shuffled-{level:g}-seed{seed}.png", sha256=hashlib.sha256(result.data).hexdigest())
     return ShuffledPage(page=page, gt_text=result.gt_text, result=result)

@@ -71,9 +71,9 @@ def cmd_shuffle(args) -> int:
         if gt_path.is_file():
             gt_text = gt_path.read_text(encoding="utf-8", errors="replace")
     if kind == "pdf" and suffix == ".pdf":
-        from .shuffle import shuffle_pdf
+        from .shuffle import shuffle_pdf_isolated
 
-        result = shuffle_pdf(data, level, args.seed, limits=limits)
+        result = shuffle_pdf_isolated(data, level, args.seed, limits=limits)  # user files: in the worker
         out.write_bytes(result.data)
         gt = None
     else:

@@ -275,6 +275,9 @@ def validate(d: Any) -> None:
     for k, v in vocab.items():
         _str(v, f"vocab.{k}")
     regions = _list(d["regions"], "regions")
+    # clock values index per-forward arrays in the viewers: bound them by the work the trace holds
+    n_tokens = sum(len(r["tokens"]) for r in regions if isinstance(r, dict) and isinstance(r.get("tokens"), list))
+    clock_limit = 2 * (len(d["steps"]) if isinstance(d["steps"], list) else 0) + 2 * n_tokens + 16
     for ri, r in enumerate(regions):
         p = f"regions[{ri}]"
         _dict(r, p)
@@ -297,6 +300,8 @@ def validate(d: Any) -> None:
                     _str(t[key], f"{tp}.{key}")
                 else:
                     _num(t[key], f"{tp}.{key}", integer=typ is int)
+            if not 0 <= t["commit_step"] <= clock_limit:
+                _fail(f"{tp}.commit_step", f"is {t['commit_step']}: must be in 0..{clock_limit}")
             if not 0.0 <= t["confidence"] <= 1.0:
                 _fail(f"{tp}.confidence", "must be in [0, 1]")
             _box(t.get("box"), f"{tp}.box", allow_none=True)
@@ -313,6 +318,8 @@ def validate(d: Any) -> None:
             if key not in s:
                 _fail(f"{sp}.{key}", "is missing")
         _num(s["nfe"], f"{sp}.nfe", integer=True)
+        if not 0 <= s["nfe"] <= clock_limit:
+            _fail(f"{sp}.nfe", f"is {s['nfe']}: must be in 0..{clock_limit}")
         _num(s["region"], f"{sp}.region", integer=True)
         _num(s["block"], f"{sp}.block", integer=True)
         _num(s["time_s"], f"{sp}.time_s")

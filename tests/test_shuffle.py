@@ -375,3 +375,16 @@ def test_benchmark_writes_rows_for_both_decoders_at_every_level(tmp_path, capsys
 
 def test_line_rng_is_stable():
     assert line_rng(1, 0, 2).random() == line_rng(1, 0, 2).random() != line_rng(1, 0, 3).random()
+
+
+def test_isolated_shuffle_matches_in_process_and_obeys_limits(two_column_pdf, monkeypatch):
+    """Uploads are shuffled in the PDF worker: same bytes and record as in-process, under its limits."""
+    from mudiff_viz.limits import Limits
+    from mudiff_viz.shuffle import shuffle_pdf_isolated
+
+    here, there = shuffle_pdf(two_column_pdf, 0.5, seed=3), shuffle_pdf_isolated(two_column_pdf, 0.5, seed=3)
+    assert here.data == there.data and here.lines == there.lines
+    with pytest.raises(UserInputError, match="longer than"):
+        shuffle_pdf_isolated(two_column_pdf, 0.5, seed=3, limits=Limits(pdf_timeout_s=0.01))
+    with pytest.raises(UserInputError, match="password-protected|corrupt PDF"):
+        shuffle_pdf_isolated(b"%PDF-1.7\n garbage", 1.0, 0)

@@ -80,3 +80,13 @@ def test_invariants_catch_double_commits(trace):
     bad2 = Trace.loads(trace.to_json())
     bad2.metrics["nfe"] += 1
     assert any("metrics.nfe" in p for p in check_invariants(bad2))
+
+
+def test_clock_values_are_bounded(trace):
+    """A small trace claiming a billion forwards would make viewers allocate per-forward arrays."""
+    with pytest.raises(UserInputError, match="'steps\\[0\\].nfe' is 1000000000"):
+        Trace.loads(_mutate(trace, lambda d: d["steps"][0].update(nfe=10**9)))
+    with pytest.raises(UserInputError, match="'steps\\[0\\].nfe' is -1"):
+        Trace.loads(_mutate(trace, lambda d: d["steps"][0].update(nfe=-1)))
+    with pytest.raises(UserInputError, match="commit_step"):
+        Trace.loads(_mutate(trace, lambda d: d["regions"][0]["tokens"][0].update(commit_step=10**9)))
