@@ -110,8 +110,8 @@ def clock_bomb(field: str, value: int) -> bytes:
 
 
 CLOCK_BOMBS = {
-    "huge-nfe.json": (lambda: clock_bomb("nfe", 10**9), "its clock has 1000000001 forwards"),
-    "huge-commit.json": (lambda: clock_bomb("commit_step", 10**9), "its clock has 1000000001 forwards"),
+    "huge-nfe.json": (lambda: clock_bomb("nfe", 10**9), "'steps[0].nfe' is 1000000000"),
+    "huge-commit.json": (lambda: clock_bomb("commit_step", 10**9), "'regions[0].tokens[0].commit_step' is 1000000000"),
     "negative-nfe.json": (lambda: clock_bomb("nfe", -3), "'steps[0].nfe' is -3"),
 }
 
@@ -119,17 +119,13 @@ CLOCK_BOMBS = {
 @pytest.mark.parametrize("name", sorted(CLOCK_BOMBS))
 def test_clock_bomb_trace_is_refused_before_any_allocation(client, tmp_path, name):
     """One step claiming forward 10^9 in a 10 kB trace would make a 10^9-long payload (gigabytes)."""
-    import time
-
     from gradio_client import handle_file
 
     make, message = CLOCK_BOMBS[name]
     path = tmp_path / name
     path.write_bytes(make())
-    t0 = time.perf_counter()
     got = app_error(lambda: client.predict(files=[handle_file(str(path))], page_file=None, api_name="/view_trace"))
     assert message in got and got.startswith("invalid trace: ")
-    assert time.perf_counter() - t0 < 30
     r = run_cli("view", str(path), "--html", str(tmp_path / "r.html"), timeout=60)
     assert r.returncode == 2 and message in r.stderr
 
