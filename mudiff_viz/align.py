@@ -41,7 +41,28 @@ def token_boxes(tokens: list[str], gt_chars: list[tuple[str, Box]]) -> list[Box 
             continue
         bs = [gt_chars[i][1] for i in inked]
         boxes.append((min(b[0] for b in bs), min(b[1] for b in bs), max(b[2] for b in bs), max(b[3] for b in bs)))
-    return boxes
+    return _fill_insertions(tokens, boxes)
+
+
+def _fill_insertions(tokens: list[str], boxes: list[Box | None]) -> list[Box | None]:
+    """A token the ground truth lacks (an inserted character) sits between its neighbours: give it
+    the gap between the nearest boxed tokens on either side (a thin box at the edge if only one)."""
+    out = list(boxes)
+    known = [i for i, b in enumerate(boxes) if b is not None]
+    if not known:
+        return out
+    for i, (tok, box) in enumerate(zip(tokens, boxes)):
+        if box is not None or not tok:
+            continue
+        left = max((k for k in known if k < i), default=None)
+        right = min((k for k in known if k > i), default=None)
+        lb, rb = (boxes[left] if left is not None else None), (boxes[right] if right is not None else None)
+        ref = lb or rb
+        width = max(2.0, 0.3 * (ref[3] - ref[1]))
+        x0 = lb[2] if lb else rb[0] - width
+        x1 = rb[0] if rb and lb and rb[0] > lb[2] and abs(rb[1] - lb[1]) < (lb[3] - lb[1]) else x0 + width
+        out[i] = (x0, ref[1], max(x1, x0 + 1.0), ref[3])
+    return out
 
 
 def diff_ops(hyp: str, ref: str) -> list[tuple[str, str, str]]:

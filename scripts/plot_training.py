@@ -1,6 +1,10 @@
 """Loss curves of the nano training runs -> docs/figures/nano-training.png (plotly + kaleido).
 
-    python scripts/plot_training.py docs/training/*.jsonl
+    python scripts/plot_training.py RUN.jsonl:OFFSET ...
+
+OFFSET places a run on one step axis by its lineage: the second AR run started from the first
+run's step-1000 weights (offset 1000), the diffusion twin from the second AR run's step 500
+(offset 1500).
 """
 
 from __future__ import annotations
@@ -15,27 +19,32 @@ from plotly.subplots import make_subplots
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def main(paths: list[str]) -> None:
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("decoder loss (train)", "held-out lines (eval)"))
-    offset = 0
-    for path in paths:
+def smooth(values: list[float], k: int = 4) -> list[float]:
+    return [sum(values[max(0, i - k + 1) : i + 1]) / len(values[max(0, i - k + 1) : i + 1]) for i in range(len(values))]
+
+
+def main(specs: list[str]) -> None:
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("decoder loss, train (moving average of 4 logs)",
+                                                        "held-out lines: decoder CE and CTC CER"))
+    palette = ["#636efa", "#ef553b", "#00a86b"]
+    for n, spec in enumerate(specs):
+        path, _, offset = spec.partition(":")
+        offset = int(offset or 0)
         rows = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
         name = Path(path).stem
+        color = palette[n % len(palette)]
         train = [r for r in rows if "ce" in r and "eval" not in r]
         evals = [r for r in rows if "eval" in r]
-        start = offset if "diffusion" in name else 0
-        fig.add_trace(go.Scatter(x=[start + r["step"] for r in train], y=[r["ce"] for r in train], name=f"{name} CE",
-                                 mode="lines"), row=1, col=1)
-        fig.add_trace(go.Scatter(x=[start + r["step"] for r in evals], y=[r["eval"]["val_ce"] for r in evals],
-                                 name=f"{name} val CE", mode="lines+markers"), row=1, col=2)
-        fig.add_trace(go.Scatter(x=[start + r["step"] for r in evals], y=[r["eval"]["ctc_cer"] for r in evals],
-                                 name=f"{name} CTC CER", mode="lines+markers", line={"dash": "dot"}), row=1, col=2)
-        if "diffusion" not in name:
-            offset = max([r["step"] for r in rows if "step" in r] + [offset])
+        fig.add_trace(go.Scatter(x=[offset + r["step"] for r in train], y=smooth([r["ce"] for r in train]),
+                                 name=f"{name}: train CE", mode="lines", line={"color": color}), row=1, col=1)
+        fig.add_trace(go.Scatter(x=[offset + r["step"] for r in evals], y=[r["eval"]["val_ce"] for r in evals],
+                                 name=f"{name}: held-out CE", mode="lines+markers", line={"color": color}), row=1, col=2)
+        fig.add_trace(go.Scatter(x=[offset + r["step"] for r in evals], y=[r["eval"]["ctc_cer"] for r in evals],
+                                 name=f"{name}: CTC CER", mode="lines", line={"color": color, "dash": "dot"}), row=1, col=2)
     fig.update_yaxes(type="log", row=1, col=1)
     fig.update_yaxes(type="log", row=1, col=2)
-    fig.update_xaxes(title_text="training step (diffusion continues from the AR twin)")
-    fig.update_layout(width=1200, height=420, template="plotly_white", legend={"font": {"size": 10}})
+    fig.update_xaxes(title_text="training step (runs placed by the weights they started from)")
+    fig.update_layout(width=1250, height=430, template="plotly_white", legend={"font": {"size": 10}})
     out = ROOT / "docs" / "figures" / "nano-training.png"
     fig.write_image(out)
     print(f"wrote {out}")
