@@ -77,6 +77,7 @@
     return s;
   }
   const MASK_GLYPH = "\u2591"; // light shade: one monospace cell per masked position
+  const FILLER_GLYPH = "\u2219";  // bullet operator: one per discarded position
   const SPECIAL = /^<\|?[A-Za-z_][^<>]{0,18}\|?>$/;
   function shortSpecial(text) {
     // "<eos>" -> "EOS", "<|im_end|>" -> "IM_END": compact and visibly not page text
@@ -372,7 +373,13 @@
           if (m.stop[i] || (raw !== null && SPECIAL.test(raw))) cls += " special";
           if (this.selected === i) cls += " sel";
           sp.className = cls;
-          if (state === NOW || state === DONE) {
+          if ((state === NOW || state === DONE) && m.filler[i]) {
+            // a position after the end-of-text token: the model committed it, the text discards it;
+            // one grey pip each keeps the block's work visible without drowning the line in "EOS EOS"
+            sp.style.background = "";
+            sp.style.color = "";
+            sp.textContent = FILLER_GLYPH;
+          } else if (state === NOW || state === DONE) {
             const c = ramp[ci];
             sp.style.background = c.bg;
             sp.style.color = c.fg;
@@ -768,7 +775,8 @@
       const lg = this.legend;
       while (lg.firstChild) lg.removeChild(lg.firstChild);
       const states = [["st-unreached", "not yet reached", ""], ["st-masked", "masked", MASK_GLYPH], ["st-ghost", "ghost guess (faded by confidence)", "g"],
-        ["st-now", "committed this step", "a"], ["st-done", "committed earlier", "a"], ["st-done low", "low confidence (< " + this.opts.underline + ")", "a"]];
+        ["st-now", "committed this step", "a"], ["st-done", "committed earlier", "a"], ["st-done low", "low confidence (< " + this.opts.underline + ")", "a"],
+        ["filler st-done", "filled after end of text (discarded)", FILLER_GLYPH]];
       const stBox = el("div", "mp-legend-states");
       states.forEach(([cls, label, sample]) => {
         const item = el("span", "mp-legend-item");

@@ -88,7 +88,7 @@ READING_GUIDE = """
   model's current guess, fainter when less sure) · committed this step (black outline) · committed
   earlier (coloured by confidence on the colour-blind-safe cividis ramp). Committed tokens below the
   *Underline below* confidence are underlined, so low confidence is visible without colour. Text
-  decoded after the end-of-text token inside its block is struck through, then dropped.
+  decoded after the end-of-text token inside its block shows as small grey pips (∙) while its block is open, then is dropped.
 * **Hover** a token or a box on the page: the five best candidates at the current step, when it was
   committed, and its guess history (how often the guess changed). **Click** to pin it; the page box
   and the token highlight each other.

@@ -1,0 +1,175 @@
+"""Regenerate docs/screenshots/*.png from the real app on the embedded nano weights.
+
+    python scripts/take_screenshots.py [--out docs/screenshots] [--only decode,compare]
+
+Starts the app (``python app.py``) on a free port, drives each tab in headless Chromium
+(Debian's /usr/bin/chromium through Playwright) and writes one PNG per view. Rerun it whenever
+the weights, the example traces or the UI change, and look at the results before committing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+VIEWPORT = {"width": 1500, "height": 1000}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_app(port: int) -> subprocess.Popen:
+    env = {**os.environ, "MUDIFF_HOST": "127.0.0.1", "MUDIFF_PORT": str(port), "HF_HUB_OFFLINE": "1",
+           "GRADIO_ANALYTICS_ENABLED": "False"}
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/gradio_api/info", timeout=5).read()
+            return proc
+        except Exception:
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                raise SystemExit("error: the app did not start")
+            time.sleep(0.5)
+
+
+def scrub(pg, root: str, fraction: float) -> None:
+    pg.eval_on_selector(f"{root} .mp-scrub", "(el, f) => { el.value = Math.round(el.max * f); "
+                        "el.dispatchEvent(new Event('input', {bubbles: true})); }", fraction)
+
+
+def show(pg, selector: str) -> None:
+    """Scroll so that ``selector`` sits at the top of the viewport (the player is the subject)."""
+    pg.eval_on_selector(selector, "el => el.scrollIntoView({block: 'start'})")
+    pg.wait_for_timeout(300)
+
+
+def open_tab(pg, name: str) -> None:
+    pg.get_by_role("tab", name=name).click()
+    pg.wait_for_timeout(500)
+
+
+def shot_decode(pg, out: Path) -> None:
+    pg.click("#decode-run")
+    pg.wait_for_selector("#player .token", timeout=300_000)
+    pg.wait_for_timeout(800)
+    scrub(pg, "#player", 0.42)
+    show(pg, "#decode-status")
+    pg.screenshot(path=str(out / "decode.png"), full_page=False)
+    show(pg, "#player")
+    token = pg.locator("#player .mp-toks .token.st-ghost, #player .mp-toks .token.st-now").nth(3)
+    token.hover()  # the mouse stays put: no element screenshot (it would scroll and lose the hover)
+    pg.wait_for_timeout(400)
+    pg.screenshot(path=str(out / "decode-hover.png"), full_page=False)
+
+
+def shot_compare(pg, out: Path) -> None:
+    open_tab(pg, "Compare AR vs diffusion")
+    pg.click("#compare-run")
+    pg.wait_for_selector("#compare-player .token", timeout=300_000)
+    pg.wait_for_timeout(800)
+    scrub(pg, "#compare-player", 0.3)
+    show(pg, "#compare-player")
+    pg.screenshot(path=str(out / "compare.png"), full_page=False)
+
+
+def shot_shuffle(pg, out: Path) -> None:
+    open_tab(pg, "Semantic Shuffle")
+    pg.click("#shuffle-run")
+    pg.wait_for_selector("#shuffle-player .token", timeout=600_000)
+    pg.wait_for_timeout(800)
+    scrub(pg, "#shuffle-player", 0.5)
+    show(pg, "#shuffle-status")
+    pg.screenshot(path=str(out / "shuffle.png"), full_page=False)
+
+
+def shot_viewer(pg, out: Path) -> None:
+    open_tab(pg, "Trace viewer")
+    pg.click("#trace-example-diffusion")
+    pg.wait_for_selector("#viewer-player .token", timeout=60_000)
+    pg.wait_for_timeout(800)
+    scrub(pg, "#viewer-player", 0.6)
+    show(pg, "#viewer-player")
+    pg.screenshot(path=str(out / "viewer.png"), full_page=False)
+
+
+def shot_how(pg, out: Path) -> None:
+    open_tab(pg, "How it works")  # the lessons themselves; their "Try it" buttons jump to the Decode tab
+    pg.wait_for_selector("[id^=lesson-]")
+    pg.screenshot(path=str(out / "how-it-works.png"), full_page=False)
+
+
+def shot_offline(browser, out: Path) -> None:
+    from mudiff_viz.trace import Trace
+    from mudiff_viz.views.export import standalone_html
+
+    trace = Trace.load(ROOT / "assets" / "traces" / "courier-short.diffusion.json")
+    html = out.parent / ".offline-replay.html"
+    html.write_text(standalone_html(trace), encoding="utf-8")
+    try:
+        ctx = browser.new_context(viewport=VIEWPORT)
+        pg = ctx.new_page()
+        pg.goto(html.as_uri())
+        pg.wait_for_selector(".token", timeout=30_000)
+        scrub(pg, "", 0.5)
+        pg.wait_for_timeout(300)
+        pg.screenshot(path=str(out / "offline-replay.png"), full_page=False)
+        ctx.close()
+    finally:
+        html.unlink(missing_ok=True)
+
+
+SHOTS = {"decode": shot_decode, "compare": shot_compare, "shuffle": shot_shuffle, "viewer": shot_viewer,
+         "how": shot_how}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
+    ap.add_argument("--only", default=",".join([*SHOTS, "offline"]))
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from playwright.sync_api import sync_playwright
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    wanted = args.only.split(",")
+    port = free_port()
+    proc = start_app(port)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            for name in [n for n in SHOTS if n in wanted]:
+                ctx = browser.new_context(viewport=VIEWPORT)
+                pg = ctx.new_page()
+                pg.goto(f"http://127.0.0.1:{port}/")
+                pg.wait_for_selector(".gradio-container")
+                pg.wait_for_timeout(1000)
+                SHOTS[name](pg, out)
+                ctx.close()
+                print(f"{name}: done", flush=True)
+            if "offline" in wanted:
+                shot_offline(browser, out)
+                print("offline: done", flush=True)
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
