@@ -656,6 +656,12 @@ def test_gpu_check_script_runs_tiny_on_cpu(tmp_path):
     for mode in ("record_on", "record_off"):
         assert report[mode]["forwards"] > 0 and report[mode]["per_forward_ms"] > 0 and report[mode]["tokens_per_s"] > 0
     assert "recording_overhead" in report
+    assert report["record_off"]["steps_recorded"] == 0 < report["record_on"]["steps_recorded"]
+    # threshold 0: each 32-token block in one forward plus its commit forward
+    assert report["diffusion_threshold_0"]["tokens"] == 64 and report["diffusion_threshold_0"]["forwards"] == 4
+    # block length 1: a guess forward and a commit forward per token
+    assert report["block_length_1"]["forwards"] == 2 * report["block_length_1"]["tokens"] == 128
+    assert report["speedup_ceiling_vs_ar"] > 0 and report["forward_cost_block32_vs_token"] > 0
 
 
 def test_token_texts_keep_split_characters_whole(diffusion_dir):
