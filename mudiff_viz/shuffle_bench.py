@@ -299,6 +299,7 @@ def shuffle_figure(rows: list[dict]):
         title=f"Semantic Shuffle (our reconstruction): CER vs shuffle level ({n_pages} pages x {n_seeds} seeds)",
         xaxis_title="shuffle level (fraction of each line's words permuted)",
         yaxis_title="CER (mean over pages; bars: range over seeds)",
+        yaxis={"tickformat": ".2%", "rangemode": "tozero"},  # from zero: a flat line must look flat
         template="plotly_white",
     )
     return fig

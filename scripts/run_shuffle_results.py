@@ -6,7 +6,7 @@
 
 Pages come from the test split of the synthetic corpus (text never seen in training), one random
 style each (font family, size, columns, margins, leading). Writes results.json/.csv, summary.json,
-figure.html, pages.json and table.md into --out; --update-doc also replaces the results block of
+figure.html (plotly from its CDN), figure.png, pages.json and table.md into --out; --update-doc also replaces the results block of
 docs/semantic-shuffle.md with table.md. Runs on one CPU thread (training jobs share the machine).
 """
 
@@ -99,9 +99,19 @@ def table_md(rows: list[dict], summary: dict, meta: dict) -> str:
                 f"{mean_of(rows, decoder, lv, 'wall_s'):.2f} |"
             )
     out += ["", *[f"- {line}" for line in summary_lines(summary)], "",
-            "Figure: [figure.html](semantic-shuffle/figure.html) (offline plotly; CER vs level, bars = range "
-            "over seeds). Rows: [results.csv](semantic-shuffle/results.csv)."]
+            "![CER vs shuffle level, bars = range over seeds](semantic-shuffle/figure.png)", "",
+            "Interactive: [figure.html](semantic-shuffle/figure.html). Rows: "
+            "[results.csv](semantic-shuffle/results.csv); pages and styles: [pages.json](semantic-shuffle/pages.json)."]
     return "\n".join(out)
+
+
+def write_doc_figures(figure, out: Path) -> None:
+    """For the docs: figure.html loading plotly from its CDN (kB, not 4.8 MB) and a PNG to read inline."""
+    figure.write_html(out / "figure.html", include_plotlyjs="cdn", full_html=True)
+    try:
+        figure.write_image(out / "figure.png", width=900, height=520)
+    except Exception as exc:  # kaleido needs a Chromium; the HTML and the table are there anyway
+        print(f"note: figure.png not written ({type(exc).__name__}: {exc})")
 
 
 def update_doc(block: str) -> None:
@@ -141,6 +151,7 @@ def main() -> None:
     result = run_shuffle_benchmark(pages, levels, args.seeds, model=args.model, progress=progress, dpi=args.dpi)
     out = Path(args.out)
     paths = write_outputs(result, out)
+    write_doc_figures(result.figure, out)
     (out / "pages.json").write_text(json.dumps(page_meta, indent=1), encoding="utf-8")
     meta = {
         "date": dt.date.today().isoformat(), "commit": git_commit(), "pages": args.pages, "seeds": args.seeds,
