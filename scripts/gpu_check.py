@@ -7,6 +7,10 @@ and little about tokens per forward (a random model is rarely confident, so bloc
 
   python scripts/gpu_check.py --out gpu.json                # CUDA, full size (2.7B), bf16
   python scripts/gpu_check.py --tiny --out tiny.json        # CPU smoke run of the same path
+  python scripts/gpu_check.py --tiny --static-path --out t.json   # ... through the graph-ready forward
+
+On CUDA the block forwards run as CUDA graphs (models/mineru_diffusion/graphs.py); the report's
+``cuda_graphs`` section repeats runs on the plain eager path and checks the logits agree.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from models.mineru_common.imaging import ImagePreprocessor  # noqa: E402
 from models.mineru_common.standin import write_standin_tokenizer  # noqa: E402
 from models.mineru_common.text import ChatText  # noqa: E402
 from models.mineru_diffusion.backend import MinerUDiffusionBackend, dtype_for  # noqa: E402
+from models.mineru_diffusion.graphs import BlockGraphs  # noqa: E402
 from models.mineru_diffusion.model import MinerUDiffusion, MinerUDiffusionConfig, SDARConfig, VisionConfig  # noqa: E402
 from mudiff_viz.decoding.diffusion import DiffusionParams  # noqa: E402
 from mudiff_viz.pages import load_page  # noqa: E402
@@ -90,6 +95,28 @@ def run(backend, page, blocks: int, record: bool, threshold: float = 0.95, block
     }
 
 
+@torch.inference_mode()
+def graph_parity(backend, page) -> dict:
+    """Logits of the same blocks through the CUDA graphs and the eager path, on one page."""
+    region = backend.regions(page)[0]
+    gen = torch.Generator().manual_seed(0)
+    blocks = [torch.randint(0, backend.cfg.text.vocab_size, (1, 32), generator=gen).to(backend.device) for _ in range(3)]
+    blocks[1][0, 4:28] = backend.mask_id
+    graphs, outs = backend.graphs, {}
+    for name, g in (("graphs", graphs), ("eager", None)):
+        backend.graphs = g
+        ctx = backend.encode(page, [region])
+        outs[name] = []
+        for block in blocks:
+            outs[name].append(backend.block_logits(ctx, block, None))
+            backend.commit_block(ctx, block, None)
+    backend.graphs = graphs
+    diff = max(float((a - b).abs().max()) for a, b in zip(outs["graphs"], outs["eager"]))
+    scale = max(float(a.abs().max()) for a in outs["eager"])
+    agree = sum(int((a.argmax(-1) == b.argmax(-1)).sum()) for a, b in zip(outs["graphs"], outs["eager"])) / (3 * 32)
+    return {"max_abs_logit_diff": round(diff, 5), "max_abs_logit": round(scale, 3), "argmax_agreement": round(agree, 4)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="JSON report to write")
@@ -98,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--blocks", type=int, default=4, help="32-token blocks to decode per run")
     ap.add_argument("--repeats", type=int, default=2, help="runs per recording mode (best is reported)")
     ap.add_argument("--page", default=str(ROOT / "assets" / "samples" / "scan-times.jpg"))
+    ap.add_argument("--static-path", action="store_true",
+                    help="CPU: run the fixed-shape forward that CUDA graphs replay, eagerly (tests the graph code path)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() and not args.tiny else "cpu"))
@@ -106,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         backend = build_backend(args.tiny, device, Path(tmp))
         build_s = time.perf_counter() - t0
+        if args.static_path and backend.graphs is None:
+            backend.graphs = BlockGraphs(backend.model, use_graphs=False)
         run(backend, page, 1, True)  # warm-up (kernels, allocator)
         run(backend, page, 1, True, block_length=1)
         results = {True: [], False: []}
@@ -118,6 +149,21 @@ def main(argv: list[str] | None = None) -> int:
             # (each token: a guess forward and a KV-commit forward; true AR needs only the first)
             parallel.append(run(backend, page, args.blocks, True, threshold=0.0))
             ar.append(run(backend, page, args.blocks, True, block_length=1))
+        graphs_report = None
+        if backend.graphs is not None:  # CUDA graphs (or --static-path): the same runs eagerly, and parity
+            graphs = backend.graphs
+            parity = graph_parity(backend, page)
+            backend.graphs = None
+            eager = {"record_on": min((run(backend, page, args.blocks, True) for _ in range(args.repeats)),
+                                      key=lambda r: r["decode_s"]),
+                     "block_length_1": run(backend, page, args.blocks, True, block_length=1)}
+            backend.graphs = graphs
+            graphs_report = {
+                "captures": graphs.captures,
+                "home_buffers_made": graphs.homes,
+                "eager": eager,
+                "parity": parity,
+            }
     best = {k: min(v, key=lambda r: r["decode_s"]) for k, v in results.items()}
     best_parallel = min(parallel, key=lambda r: r["decode_s"])
     best_ar = min(ar, key=lambda r: r["decode_s"])
@@ -139,6 +185,12 @@ def main(argv: list[str] | None = None) -> int:
         # AR at one token-forward per token, versus whole-block diffusion (guess + commit forward per block)
         "speedup_ceiling_vs_ar": round(best_parallel["tokens"] * best_ar["per_forward_ms"] / 1000
                                        / max(1e-9, best_parallel["decode_s"]), 3),
+        "cuda_graphs": None if graphs_report is None else {
+            **graphs_report,
+            "speedup_record_on": round(graphs_report["eager"]["record_on"]["decode_s"] / max(1e-9, best[True]["decode_s"]), 3),
+            "speedup_block_length_1": round(graphs_report["eager"]["block_length_1"]["decode_s"]
+                                            / max(1e-9, best_ar["decode_s"]), 3),
+        },
         "peak_gpu_mem_gb": round(torch.cuda.max_memory_allocated(device) / 2**30, 2) if device.type == "cuda" else None,
         "note": ("random weights: timing only, no accuracy; tokens/forward of a random model is near 1 at "
                  "threshold 0.95; threshold 0 commits a whole block per forward (the parallel ceiling); "

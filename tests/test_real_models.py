@@ -415,6 +415,85 @@ def test_cached_blockwise_forward_equals_dense_block_mask(diffusion_dir, page_pn
     assert not torch.allclose(cached[0][0], start_aligned[0], atol=1e-3)  # the test can tell the alignments apart
 
 
+def test_static_block_forward_matches_the_eager_path(diffusion_dir, page_png):
+    """The fixed-shape forward that CUDA graphs replay (whole-capacity attention under a mask,
+    writes at device-tensor slots, cache grown ahead) gives the eager path's logits and decode."""
+    from models.mineru_diffusion.graphs import BlockGraphs
+
+    backend = _load(diffusion_dir, "diffusion")
+    page = load_page(page_png)
+    region = backend.regions(page)[0]
+    gen = torch.Generator().manual_seed(2)
+    blocks = [torch.randint(0, backend.cfg.text.vocab_size, (1, 32), generator=gen) for _ in range(4)]
+    blocks.append(blocks[0][:, :7])  # a short last block: its own shape
+    runs = {}
+    for name, graphs in (("eager", None), ("static", BlockGraphs(backend.model, use_graphs=False))):
+        backend.graphs = graphs
+        ctx = backend.encode(page, [region])
+        logits, capacities = [], []
+        with torch.inference_mode():
+            for block in blocks:
+                logits.append(backend.block_logits(ctx, block, torch.tensor([0])))
+                backend.commit_block(ctx, block, torch.tensor([0]))
+                capacities.append(ctx.cache.capacity)
+        runs[name] = (logits, ctx.cache.length, capacities)
+    eager, static = runs["eager"], runs["static"]
+    assert eager[1] == static[1] == ctx.prompt_len + 4 * 32 + 7
+    assert static[2][-1] > static[2][0] or static[2][0] >= static[1]  # the cache grew (or had room) ahead
+    for a, b in zip(eager[0], static[0]):
+        assert a.shape == b.shape
+        assert torch.allclose(a, b, atol=1e-4, rtol=1e-4), (a - b).abs().max()
+    # a whole decode runs through the static path and yields a valid trace (token-for-token
+    # equality is not asserted: a random model's near-tied logits flip on 1e-6 differences)
+    backend.graphs = BlockGraphs(backend.model, use_graphs=False)
+    trace = decode_page(page, decoder="diffusion", backend=backend, params=DiffusionParams(max_new_tokens=96))
+    backend.graphs = None
+    assert check_invariants(trace) == [] and trace.n_tokens > 0
+
+
+def test_static_path_reuses_one_set_of_buffers_across_pages(diffusion_dir, page_png, tmp_path):
+    """CUDA graphs point at fixed buffers, so a second page moves into the first page's buffers:
+    its logits must still be its own, and the first page's cache must refuse to run on."""
+    from models.mineru_diffusion.graphs import BlockGraphs
+
+    backend = _load(diffusion_dir, "diffusion")
+    other = Image.new("RGB", (240, 90), "white")
+    ImageDraw.Draw(other).text((8, 30), "Pack my box with five dozen jugs", fill="black")
+    other.save(tmp_path / "other.png")
+    page_a, page_b = load_page(page_png), load_page(tmp_path / "other.png")
+    block = torch.randint(0, backend.cfg.text.vocab_size, (1, 32), generator=torch.Generator().manual_seed(3))
+    rows = torch.tensor([0])
+    with torch.inference_mode():
+        backend.graphs = None
+        ctx = backend.encode(page_b, backend.regions(page_b))
+        eager_b = backend.block_logits(ctx, block, rows)
+        graphs = backend.graphs = BlockGraphs(backend.model, use_graphs=False)
+        ctx_a = backend.encode(page_a, backend.regions(page_a))
+        backend.block_logits(ctx_a, block, rows)
+        backend.commit_block(ctx_a, block, rows)
+        home = ctx_a.cache.k[0]
+        ctx_b = backend.encode(page_b, backend.regions(page_b))
+        static_b = backend.block_logits(ctx_b, block, rows)
+        assert ctx_b.cache.k[0] is home and graphs.homes == 1  # moved in, not reallocated
+        assert torch.allclose(static_b, eager_b, atol=1e-4, rtol=1e-4)
+        assert ctx_a.cache.evicted
+        with pytest.raises(RuntimeError, match="evicted"):
+            backend.block_logits(ctx_a, block, rows)
+    backend.graphs = None
+
+
+def test_grown_cache_slots_are_zero(diffusion_dir, page_png):
+    """Static forwards weigh masked slots by 0, and 0 x NaN is NaN: grown slots must be zeros."""
+    backend = _load(diffusion_dir, "diffusion")
+    page = load_page(page_png)
+    ctx = backend.encode(page, backend.regions(page))
+    cache, n = ctx.cache, ctx.cache.length
+    cache.reserve(n + 4096)
+    assert cache.capacity == n + 4096
+    for k, v in zip(cache.k, cache.v):
+        assert torch.count_nonzero(k[:, :, n:]) == 0 and torch.count_nonzero(v[:, :, n:]) == 0
+
+
 def test_sdar_mask_rules():
     m = sdar_mask(prompt_len=5, gen_len=4, prefill_block=4, gen_block=2)
     # prompt blocks aligned to the end: {0}, {1,2,3,4}; then generated blocks {5,6}, {7,8}
@@ -662,6 +741,25 @@ def test_gpu_check_script_runs_tiny_on_cpu(tmp_path):
     # block length 1: a guess forward and a commit forward per token
     assert report["block_length_1"]["forwards"] == 2 * report["block_length_1"]["tokens"] == 128
     assert report["speedup_ceiling_vs_ar"] > 0 and report["forward_cost_block32_vs_token"] > 0
+    assert report["cuda_graphs"] is None  # plain eager path on the CPU
+
+
+def test_gpu_check_static_path_agrees_with_eager(tmp_path):
+    """--static-path runs the forward CUDA graphs replay (eagerly, on the CPU) next to the eager
+    path: the GPU check's parity section must find the same logits."""
+    out = tmp_path / "gpu.json"
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--tiny", "--static-path", "--blocks", "1",
+         "--repeats", "1", "--out", str(out)],
+        cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    graphs = json.loads(out.read_text())["cuda_graphs"]
+    assert graphs["captures"] == 0  # no CUDA: nothing captured, the static forward ran eagerly
+    assert graphs["parity"]["argmax_agreement"] == 1.0
+    assert graphs["parity"]["max_abs_logit_diff"] < 1e-3 * max(1.0, graphs["parity"]["max_abs_logit"])
+    assert graphs["eager"]["record_on"]["tokens"] == 32
 
 
 def test_token_texts_keep_split_characters_whole(diffusion_dir):

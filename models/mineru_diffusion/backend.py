@@ -20,6 +20,7 @@ from models.mineru_common.tasks import TEXT_PROMPT, page_region
 from models.mineru_common.text import ChatText
 from mudiff_viz.errors import ModelLoadError
 
+from .graphs import BlockGraphs, graphs_wanted
 from .model import KVCache, MinerUDiffusion, MinerUDiffusionConfig, count_params_m, from_state_dict
 
 
@@ -78,6 +79,8 @@ class MinerUDiffusionBackend:
         self.params_m = count_params_m(model)
         self.mask_id = self.cfg.mask_token_id
         self.stop_ids = text.stop_ids
+        # block forwards as CUDA graphs on a GPU (MUDIFF_CUDA_GRAPHS=0: eager); None = plain eager path
+        self.graphs = BlockGraphs(model, use_graphs=True) if graphs_wanted(device) else None
         vocab = self.cfg.text.vocab_size
         bad = [i for i in (self.mask_id, *self.stop_ids, self.cfg.image_token_id) if not 0 <= i < vocab]
         if bad:
@@ -104,11 +107,16 @@ class MinerUDiffusionBackend:
 
     def block_logits(self, ctx: DiffusionContext, block: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         _one_row(block)
+        if self.graphs is not None:
+            return self.graphs.forward(ctx.cache, block, store=False).float()
         return self.model.block_forward(ctx.cache, block, store=False).float()
 
     def commit_block(self, ctx: DiffusionContext, block: torch.Tensor, rows: torch.Tensor) -> None:
         _one_row(block)
-        self.model.block_forward(ctx.cache, block, store=True)
+        if self.graphs is not None:
+            self.graphs.forward(ctx.cache, block, store=True)
+        else:
+            self.model.block_forward(ctx.cache, block, store=True)
 
     def token_text(self, token_id: int) -> str:
         return self.text.token_text(token_id)

@@ -248,18 +248,27 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
 
-    def forward(self, x, cos, sin, cache: KVCache | None, layer: int, mask: torch.Tensor | None):
+    def forward(self, x, cos, sin, cache: KVCache | None, layer: int, mask: torch.Tensor | None,
+                slots: torch.Tensor | None = None):
         """Attention of ``x`` over the cache (if any) plus ``x`` itself.
 
         This chunk's keys/values (after RoPE) are written into the cache's free slots right after
         the committed part; whether they stay is the caller's choice (``KVCache.advance``).
+        With ``slots`` (a device tensor of cache indices) they are written there instead and
+        attention runs over the cache's whole capacity under ``mask``: fixed shapes, no host
+        values, so the forward can be captured as a CUDA graph.
         """
         b, n, _ = x.shape
         q = self.q_norm(self.q_proj(x).view(b, n, self.n_heads, self.head_dim)).transpose(1, 2)
         k = self.k_norm(self.k_proj(x).view(b, n, self.n_kv, self.head_dim)).transpose(1, 2)
         v = self.v_proj(x).view(b, n, self.n_kv, self.head_dim).transpose(1, 2)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
-        keys, values = (k, v) if cache is None else cache.write(layer, k, v)
+        if cache is None:
+            keys, values = k, v
+        elif slots is None:
+            keys, values = cache.write(layer, k, v)
+        else:
+            keys, values = cache.write_slots(layer, k, v, slots)
         out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=self.n_kv != self.n_heads)
         return self.o_proj(out.transpose(1, 2).reshape(b, n, -1))
 
@@ -283,8 +292,8 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, x, cos, sin, cache, layer, mask):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, layer, mask)
+    def forward(self, x, cos, sin, cache, layer, mask, slots=None):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, layer, mask, slots)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -301,14 +310,15 @@ class KVCache:
         self.k: list[torch.Tensor | None] = [None] * n_layers
         self.v: list[torch.Tensor | None] = [None] * n_layers
         self.length = 0
+        self.evicted = False  # set by graphs.BlockGraphs when a later cache took over its buffers
 
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         end = self.length + k.shape[2]
         old = self.k[layer]
         if old is None or old.shape[2] < end:
             cap = max(end, 2 * (old.shape[2] if old is not None else 0))
-            grown_k = k.new_empty(k.shape[0], k.shape[1], cap, k.shape[3])
-            grown_v = v.new_empty(grown_k.shape)
+            grown_k = k.new_zeros(k.shape[0], k.shape[1], cap, k.shape[3])  # zeros: see reserve()
+            grown_v = v.new_zeros(grown_k.shape)
             if self.length:
                 grown_k[:, :, : self.length] = old[:, :, : self.length]
                 grown_v[:, :, : self.length] = self.v[layer][:, :, : self.length]
@@ -320,6 +330,29 @@ class KVCache:
     def advance(self, n: int) -> None:
         self.length += n
 
+    @property
+    def capacity(self) -> int:
+        return 0 if self.k[0] is None else self.k[0].shape[2]
+
+    def reserve(self, capacity: int) -> None:
+        """Grow every layer's buffers to ``capacity`` slots now (static forwards cannot grow them)."""
+        for layer, (k, v) in enumerate(zip(self.k, self.v)):
+            if k is None or k.shape[2] >= capacity:
+                continue
+            # zeros, not empty: static forwards attend over every slot under a mask, and a masked
+            # slot still multiplies its value by 0, so uninitialised NaN bits would leak through
+            grown_k = k.new_zeros(k.shape[0], k.shape[1], capacity, k.shape[3])
+            grown_v = v.new_zeros(grown_k.shape)
+            grown_k[:, :, : self.length] = k[:, :, : self.length]
+            grown_v[:, :, : self.length] = v[:, :, : self.length]
+            self.k[layer], self.v[layer] = grown_k, grown_v
+
+    def write_slots(self, layer: int, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor):
+        """Write at the cache indices ``slots`` (a device tensor); return the whole-capacity buffers."""
+        self.k[layer].index_copy_(2, slots, k)
+        self.v[layer].index_copy_(2, slots, v)
+        return self.k[layer], self.v[layer]
+
 
 class SDARModel(nn.Module):
     def __init__(self, cfg: SDARConfig) -> None:
@@ -330,7 +363,8 @@ class SDARModel(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def forward(
-        self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None, mask: torch.Tensor | None, store: bool
+        self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None, mask: torch.Tensor | None, store: bool,
+        slots: torch.Tensor | None = None,
     ):
         """Hidden states (B, N, H) for input embeddings ``x`` at ``positions``.
 
@@ -341,7 +375,7 @@ class SDARModel(nn.Module):
             raise ValueError("store=True needs a cache")
         cos, sin = rope(positions, self.cfg.head_dim, self.cfg.rope_theta)
         for i, layer in enumerate(self.layers):
-            x = layer(x, cos, sin, cache, i, mask)
+            x = layer(x, cos, sin, cache, i, mask, slots)
         if store:
             cache.advance(x.shape[1])
         return self.norm(x)
@@ -446,6 +480,20 @@ class MinerUDiffusion(nn.Module):
         positions = torch.arange(cache.length, cache.length + n, device=block_ids.device)
         hidden = self.decoder(self.embed(block_ids), positions, cache, None, store)
         return None if store else self.logits(hidden)
+
+    def static_block_forward(self, cache: KVCache, block_ids: torch.Tensor, start: torch.Tensor, logits: bool):
+        """``block_forward`` at fixed shapes: ``start`` (a 0-d device tensor) is the cache length.
+
+        Keys/values go to slots ``start .. start + L``; attention covers the cache's whole capacity
+        with the slots from ``start + L`` on masked out. Nothing here reads a value back to the
+        host or changes a shape, so CUDA can capture it once and replay it (see graphs.py). The
+        caller advances the cache after a commit pass.
+        """
+        n = block_ids.shape[1]
+        positions = start + torch.arange(n, device=block_ids.device)
+        visible = torch.arange(cache.capacity, device=block_ids.device) < start + n
+        hidden = self.decoder(self.embed(block_ids), positions, cache, visible[None, :].expand(n, -1), False, positions)
+        return self.logits(hidden) if logits else None
 
 
 def count_params_m(model: nn.Module) -> float:
