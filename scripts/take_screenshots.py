@@ -62,13 +62,23 @@ def open_tab(pg, name: str) -> None:
     pg.wait_for_timeout(500)
 
 
-def shot_decode(pg, out: Path) -> None:
-    pg.click("#decode-run")
-    pg.wait_for_selector("#player .token", timeout=300_000)
+def shot_player(pg, out: Path, name: str, button: str, root: str, fraction: float, top: str,
+                tab: str | None = None) -> None:
+    """Run a tab's decode, scrub its player to ``fraction`` of the clock, shoot with ``top`` at the top."""
+    if tab:
+        open_tab(pg, tab)
+    pg.click(button)
+    pg.wait_for_selector(f"{root} .token", timeout=600_000)
     pg.wait_for_timeout(800)
-    scrub(pg, "#player", 0.42)
-    show(pg, "#decode-status")
-    pg.screenshot(path=str(out / "decode.png"), full_page=False)
+    scrub(pg, root, fraction)
+    show(pg, top)
+    pg.mouse.move(2, 2)  # off the tokens: a stray hover card would cover the player
+    pg.wait_for_timeout(200)
+    pg.screenshot(path=str(out / name), full_page=False)
+
+
+def shot_decode(pg, out: Path) -> None:
+    shot_player(pg, out, "decode.png", "#decode-run", "#player", 0.42, "#decode-status")
     show(pg, "#player")
     token = pg.locator("#player .mp-toks .token.st-ghost, #player .mp-toks .token.st-now").nth(3)
     token.hover()  # the mouse stays put: no element screenshot (it would scroll and lose the hover)
@@ -77,33 +87,18 @@ def shot_decode(pg, out: Path) -> None:
 
 
 def shot_compare(pg, out: Path) -> None:
-    open_tab(pg, "Compare AR vs diffusion")
-    pg.click("#compare-run")
-    pg.wait_for_selector("#compare-player .token", timeout=300_000)
-    pg.wait_for_timeout(800)
-    scrub(pg, "#compare-player", 0.3)
-    show(pg, "#compare-player")
-    pg.screenshot(path=str(out / "compare.png"), full_page=False)
+    shot_player(pg, out, "compare.png", "#compare-run", "#compare-player", 0.3, "#compare-player",
+                tab="Compare AR vs diffusion")
 
 
 def shot_shuffle(pg, out: Path) -> None:
-    open_tab(pg, "Semantic Shuffle")
-    pg.click("#shuffle-run")
-    pg.wait_for_selector("#shuffle-player .token", timeout=600_000)
-    pg.wait_for_timeout(800)
-    scrub(pg, "#shuffle-player", 0.5)
-    show(pg, "#shuffle-status")
-    pg.screenshot(path=str(out / "shuffle.png"), full_page=False)
+    shot_player(pg, out, "shuffle.png", "#shuffle-run", "#shuffle-player", 0.5, "#shuffle-status",
+                tab="Semantic Shuffle")
 
 
 def shot_viewer(pg, out: Path) -> None:
-    open_tab(pg, "Trace viewer")
-    pg.click("#trace-example-diffusion")
-    pg.wait_for_selector("#viewer-player .token", timeout=60_000)
-    pg.wait_for_timeout(800)
-    scrub(pg, "#viewer-player", 0.6)
-    show(pg, "#viewer-player")
-    pg.screenshot(path=str(out / "viewer.png"), full_page=False)
+    shot_player(pg, out, "viewer.png", "#trace-example-diffusion", "#viewer-player", 0.6, "#viewer-player",
+                tab="Trace viewer")
 
 
 def shot_how(pg, out: Path) -> None:
