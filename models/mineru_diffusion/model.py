@@ -316,13 +316,7 @@ class KVCache:
         end = self.length + k.shape[2]
         old = self.k[layer]
         if old is None or old.shape[2] < end:
-            cap = max(end, 2 * (old.shape[2] if old is not None else 0))
-            grown_k = k.new_zeros(k.shape[0], k.shape[1], cap, k.shape[3])  # zeros: see reserve()
-            grown_v = v.new_zeros(grown_k.shape)
-            if self.length:
-                grown_k[:, :, : self.length] = old[:, :, : self.length]
-                grown_v[:, :, : self.length] = self.v[layer][:, :, : self.length]
-            self.k[layer], self.v[layer] = grown_k, grown_v
+            self._grow(layer, max(end, 2 * (old.shape[2] if old is not None else 0)), k)
         self.k[layer][:, :, self.length : end] = k
         self.v[layer][:, :, self.length : end] = v
         return self.k[layer][:, :, :end], self.v[layer][:, :, :end]
@@ -336,16 +330,23 @@ class KVCache:
 
     def reserve(self, capacity: int) -> None:
         """Grow every layer's buffers to ``capacity`` slots now (static forwards cannot grow them)."""
-        for layer, (k, v) in enumerate(zip(self.k, self.v)):
-            if k is None or k.shape[2] >= capacity:
-                continue
-            # zeros, not empty: static forwards attend over every slot under a mask, and a masked
-            # slot still multiplies its value by 0, so uninitialised NaN bits would leak through
-            grown_k = k.new_zeros(k.shape[0], k.shape[1], capacity, k.shape[3])
-            grown_v = v.new_zeros(grown_k.shape)
-            grown_k[:, :, : self.length] = k[:, :, : self.length]
-            grown_v[:, :, : self.length] = v[:, :, : self.length]
-            self.k[layer], self.v[layer] = grown_k, grown_v
+        for layer, k in enumerate(self.k):
+            if k is not None and k.shape[2] < capacity:
+                self._grow(layer, capacity, k)
+
+    def _grow(self, layer: int, capacity: int, like: torch.Tensor) -> None:
+        """New buffers of ``capacity`` slots for one layer, keeping the committed part.
+
+        Zeros, not empty: static forwards attend over every slot under a mask, and a masked slot
+        still multiplies its value by 0, so uninitialised NaN bits would leak through.
+        """
+        old_k, old_v = self.k[layer], self.v[layer]
+        k = like.new_zeros(like.shape[0], like.shape[1], capacity, like.shape[3])
+        v = like.new_zeros(k.shape)
+        if old_k is not None and self.length:
+            k[:, :, : self.length] = old_k[:, :, : self.length]
+            v[:, :, : self.length] = old_v[:, :, : self.length]
+        self.k[layer], self.v[layer] = k, v
 
     def write_slots(self, layer: int, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor):
         """Write at the cache indices ``slots`` (a device tensor); return the whole-capacity buffers."""
