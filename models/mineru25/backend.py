@@ -18,7 +18,7 @@ from models.base import Region
 from models.mineru_common.checkpoint import read_json, weight_files
 from models.mineru_common.imaging import ImagePreprocessor
 from models.mineru_common.tasks import TEXT_PROMPT, page_region
-from models.mineru_common.text import ChatText
+from models.mineru_common.text import ChatText, ChatTextTokens
 from mudiff_viz.errors import ModelLoadError
 
 LM_HEAD = "lm_head.weight"
@@ -32,7 +32,7 @@ class ARContext:
     first_logits: torch.Tensor  # (1, V)
 
 
-class MinerU25Backend:
+class MinerU25Backend(ChatTextTokens):
     one_region_at_a_time = True
     supports_layout = True
     max_answer = None
@@ -94,18 +94,6 @@ class MinerU25Backend:
         ctx.cache = out.cache
         ctx.length += 1
         return out.logits[:, -1].float()
-
-    def token_text(self, token_id: int) -> str:
-        return self.text.token_text(token_id)
-
-    def token_texts(self, ids: list[int]) -> list[str]:
-        return self.text.token_texts(ids)
-
-    def detokenize(self, ids) -> str:
-        return self.text.detokenize(ids)
-
-    def token_boxes(self, page, region: Region, ctx, row: int, ids: list[int]):
-        return None
 
 
 def _tied(config: dict) -> bool:

@@ -17,7 +17,7 @@ from models.base import Region
 from models.mineru_common.checkpoint import check_keys, load_state_dict, read_json
 from models.mineru_common.imaging import ImagePreprocessor
 from models.mineru_common.tasks import TEXT_PROMPT, page_region
-from models.mineru_common.text import ChatText
+from models.mineru_common.text import ChatText, ChatTextTokens
 from mudiff_viz.errors import ModelLoadError
 
 from .graphs import BlockGraphs, graphs_wanted
@@ -37,7 +37,7 @@ class DiffusionContext:
     image_size: tuple[int, int]
 
 
-class MinerUDiffusionBackend:
+class MinerUDiffusionBackend(ChatTextTokens):
     """The native MinerU-Diffusion; see models/mineru_diffusion/model.py for the architecture."""
 
     one_region_at_a_time = True  # the pipeline decodes regions sequentially and merges the traces
@@ -117,19 +117,6 @@ class MinerUDiffusionBackend:
             self.graphs.forward(ctx.cache, block, store=True)
         else:
             self.model.block_forward(ctx.cache, block, store=True)
-
-    def token_text(self, token_id: int) -> str:
-        return self.text.token_text(token_id)
-
-    def token_texts(self, ids: list[int]) -> list[str]:
-        return self.text.token_texts(ids)
-
-    def detokenize(self, ids) -> str:
-        return self.text.detokenize(ids)
-
-    def token_boxes(self, page, region: Region, ctx, row: int, ids: list[int]):
-        """Not known: the model gives no token positions (None leaves token boxes empty)."""
-        return None
 
 
 def _one_row(block: torch.Tensor) -> None:
