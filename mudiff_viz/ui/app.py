@@ -93,7 +93,8 @@ def _decode_tab(samples: list[str], default: str | None, model_choices: list[tup
     page_no.submit(cb.preview_page, [page_file, page_no], [preview, page_no, page_info], queue=False, api_visibility="private")
     decoder.change(lambda d: gr.update(visible=d == "diffusion"), decoder, diffusion_knobs, queue=False,
                    api_visibility="private")
-    run.click(cb.run_decode, inputs, outputs, concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="decode")
+    run.click(cb.run_decode, inputs, outputs, concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="decode",
+              scroll_to_output=True)
     return {
         "page_file": page_file, "page_no": page_no, "preview": preview, "page_info": page_info, "decoder": decoder,
         "model": model, "block_length": block_length, "steps": steps, "threshold": threshold, "temperature": temperature,
@@ -159,8 +160,8 @@ def _compare_tab(default: str | None, model_choices: list[tuple[str, str]], limi
                      api_visibility="private")
     outputs = [status, player, table, diff_note, diff_ar, diff_d, fig_fwd, fig_wall, fig_conf, fig_order, files]
     run.click(cb.run_compare, [page_file, page_no, model_d, model_a, block_length, steps, threshold, strategy, max_tokens],
-              outputs, concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="compare")
-    example.click(cb.compare_examples, None, outputs, api_name="compare_examples")
+              outputs, concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="compare", scroll_to_output=True)
+    example.click(cb.compare_examples, None, outputs, api_name="compare_examples", scroll_to_output=True)
     return {"run": run, "page_file": page_file, "page_no": page_no, "page_info": page_info}
 
 
@@ -234,7 +235,7 @@ def _shuffle_tab(default: str | None, model_choices: list[tuple[str, str]], limi
                      api_visibility="private")
     knobs = [block_length, steps, threshold, max_tokens]
     run.click(scb.run_shuffle, [page_file, page_no, level, seed, model, *knobs], [status, player, table, *diffs, files],
-              concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="shuffle")
+              concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="shuffle", scroll_to_output=True)
     bench.click(scb.run_shuffle_bench, [levels, seeds, model, *knobs], [bench_status, bench_fig, bench_table, bench_files],
                 concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="shuffle_bench")
     return {"page_file": page_file, "page_no": page_no, "page_info": page_info}
@@ -265,10 +266,10 @@ def _viewer_tab():
             fig_conf = gr.Plot(show_label=False)
             fig_tpf = gr.Plot(show_label=False)
     outputs = [status, player, fig_order, fig_conf, fig_tpf, downloads, table, fig_prog]
-    replay.click(cb.view_traces, [files, page], outputs, api_name="view_trace")
+    replay.click(cb.view_traces, [files, page], outputs, api_name="view_trace", scroll_to_output=True)
     files.upload(cb.view_traces, [files, page], outputs, api_visibility="private")
-    ex_d.click(lambda: cb.view_example("diffusion"), None, outputs, api_name="view_example")
-    ex_c.click(lambda: cb.view_example("compare"), None, outputs, api_visibility="private")
+    ex_d.click(lambda: cb.view_example("diffusion"), None, outputs, api_name="view_example", scroll_to_output=True)
+    ex_c.click(lambda: cb.view_example("compare"), None, outputs, api_visibility="private", scroll_to_output=True)
 
 
 def _howitworks_tab(tabs, decode: dict):
@@ -288,7 +289,7 @@ def _howitworks_tab(tabs, decode: dict):
                         btn.click(lambda v=values: (*v, gr.Tabs(selected="decode")), None, controls + [tabs], queue=False,
                                   api_visibility="private").then(
                             cb.run_decode, decode["inputs"], decode["outputs"], concurrency_id=MODEL_WORK, concurrency_limit=1,
-                            api_visibility="private")
+                            api_visibility="private", scroll_to_output=True)
     gr.Markdown(howitworks.READING_GUIDE)
 
 

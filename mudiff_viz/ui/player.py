@@ -23,7 +23,15 @@ def js_on_load() -> str:
         + """
 const mount = element.querySelector('.mp-mount');
 const player = MudiffPlayer.mount(mount, props.value, MP_CSS);
-watch('value', () => player.load(props.value));
+watch('value', () => {
+  player.load(props.value);
+  // a fresh result below the fold (or scrolled past): bring the player up, keeping the summary line above it
+  const v = props.value;
+  if (v && v.kind === 'mudiff-player') {
+    const top = mount.getBoundingClientRect().top;
+    if (top > 0.55 * window.innerHeight || top < 0) window.scrollBy({top: top - 90, behavior: 'smooth'});
+  }
+});
 """
     )
 
