@@ -106,17 +106,17 @@ class MinerUDiffusionBackend(ChatTextTokens):
         return DiffusionContext(cache=cache, prompt_len=len(ids), image_tokens=vision.n_tokens, image_size=vision.size)
 
     def block_logits(self, ctx: DiffusionContext, block: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        _one_row(block)
-        if self.graphs is not None:
-            return self.graphs.forward(ctx.cache, block, store=False).float()
-        return self.model.block_forward(ctx.cache, block, store=False).float()
+        return self._forward(ctx, block, store=False).float()
 
     def commit_block(self, ctx: DiffusionContext, block: torch.Tensor, rows: torch.Tensor) -> None:
+        self._forward(ctx, block, store=True)
+
+    def _forward(self, ctx: DiffusionContext, block: torch.Tensor, store: bool) -> torch.Tensor | None:
+        """The block forward: through the CUDA graphs when there are any, else the eager path."""
         _one_row(block)
         if self.graphs is not None:
-            self.graphs.forward(ctx.cache, block, store=True)
-        else:
-            self.model.block_forward(ctx.cache, block, store=True)
+            return self.graphs.forward(ctx.cache, block, store)
+        return self.model.block_forward(ctx.cache, block, store)
 
 
 def _one_row(block: torch.Tensor) -> None:
