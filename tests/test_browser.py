@@ -12,7 +12,7 @@ import os
 import pytest
 
 from tests.test_views import HOSTILE, hostile
-from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, launched_app, make_tiny_twins
+from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, app_page, launched_app, make_tiny_twins
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"{CHROMIUM} not found: install Debian's chromium package (apt-get install chromium)", allow_module_level=True)
@@ -36,15 +36,8 @@ def browser():
 
 @pytest.fixture
 def page(browser, app_url):
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = ctx.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.goto(app_url)
-    pg.wait_for_selector(".gradio-container")
-    yield pg
-    ctx.close()
-    assert not errors, f"JavaScript errors: {errors}"
+    with app_page(browser, app_url) as pg:
+        yield pg
 
 
 def states(pg, root="#player") -> list[str]:

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, launched_app, make_tiny_twins
+from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, app_page, launched_app, make_tiny_twins
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"{CHROMIUM} not found: install Debian's chromium package (apt-get install chromium)", allow_module_level=True)
@@ -27,14 +27,11 @@ def page(tmp_path_factory):
     models = make_tiny_twins(tmp_path_factory.mktemp("models"))
     with launched_app(models) as url, sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        errors: list[str] = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.goto(url)
-        pg.wait_for_selector(".gradio-container")
-        yield pg
-        browser.close()
-        assert not errors, f"JavaScript errors: {errors}"
+        try:
+            with app_page(browser, url) as pg:
+                yield pg
+        finally:
+            browser.close()
 
 
 def scrub(pg, expr: str) -> None:

@@ -73,3 +73,19 @@ def launched_app(models_dir: Path):
         demo.close()
         registry.NANO_DIR = old_dir
         registry._cache.clear()
+
+
+@contextmanager
+def app_page(browser, url: str):
+    """A fresh 1400x1000 page of the app at ``url``; the test fails on any JavaScript error."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(url)
+    pg.wait_for_selector(".gradio-container")
+    try:
+        yield pg
+    finally:
+        ctx.close()
+    assert not errors, f"JavaScript errors: {errors}"
