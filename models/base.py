@@ -40,8 +40,11 @@ class Backend(Protocol):
     def regions(self, page: Any) -> list[Region]:
         """How this model splits a page into regions (lines, blocks or the whole page)."""
 
-    def encode(self, page: Any, regions: list[Region]) -> Any:
-        """Vision encoder + prompt prefill for all regions; returns a context with the KV cache."""
+    def encode(self, page: Any, regions: list[Region], block_length: int | None = None) -> Any:
+        """Vision encoder + prompt prefill for all regions; returns a context with the KV cache.
+
+        ``block_length``: the diffusion decode's block length (MinerU-Diffusion prefills the prompt
+        in blocks of it); None for AR decodes."""
 
     def token_text(self, token_id: int) -> str:
         """Display text of one token id."""

@@ -1,8 +1,10 @@
 """Model spec string -> backend, loaded once per process and shared by the app and the CLI.
 
 Specs:
-  ``nano`` (default)        the embedded pair in assets/models (diffusion or AR twin by decoder)
+  ``nano`` (default)        the embedded subword pair in assets/models (diffusion or AR twin by decoder)
   ``nano-diffusion``, ``nano-ar``  one twin explicitly
+  ``nano-char``             the earlier character pair (a pure glyph reader), and
+  ``nano-char-diffusion``, ``nano-char-ar``
   a directory               recognised from its config.json: a nano model, ``mineru_diffusion``
                             (MinerU-Diffusion) or ``qwen2_vl`` (MinerU2.5); never from its name
   a hub id (owner/name)     downloaded through huggingface_hub when the network allows
@@ -23,6 +25,10 @@ HUB_ALIASES = {
     "mineru-diffusion": "opendatalab/MinerU-Diffusion-V1-0320-2.5B",
     "mineru2.5": "opendatalab/MinerU2.5-2509-1.2B",
 }
+
+# which shipped weights each embedded family name loads (the subword pair replaces "nano" once its
+# weights are in assets/models; until then "nano" is the character pair)
+SHIPPED = {"nano": "nano-char", "nano-char": "nano-char"}
 
 _cache: dict[tuple[str, str, str], object] = {}
 _lock = threading.Lock()
@@ -52,8 +58,10 @@ def model_kind(model_dir: Path) -> str:
     model_type = cfg.get("model_type")
     if model_type in ("mineru_diffusion", "qwen2_vl"):
         return model_type
-    if "conv_channels" in cfg and cfg.get("kind") in ("ar", "diffusion"):
+    if model_type == "nano":
         return "nano"
+    if "conv_channels" in cfg and cfg.get("kind") in ("ar", "diffusion"):
+        return "nano_char"
     raise ModelLoadError(f"{cfg_path}: unsupported model_type {model_type!r} (expected mineru_diffusion or qwen2_vl)")
 
 
@@ -93,19 +101,17 @@ def load_backend(spec: str = "nano", decoder: str = "diffusion", device: str | N
 
 
 def _load(spec: str, decoder: str, device: str):
-    if spec in ("nano", "nano-diffusion", "nano-ar"):
-        kind = decoder if spec == "nano" else spec.split("-", 1)[1]
-        if kind != decoder:
-            raise ModelLoadError(f"{spec} is the {kind} twin; it cannot run the {decoder} decoder")
-        from models.nano.backend import NanoBackend
-
-        return NanoBackend(NANO_DIR / f"nano-{kind}", device=device, spec=spec)
+    for family in ("nano", "nano-char"):
+        if spec in (family, f"{family}-diffusion", f"{family}-ar"):
+            kind = decoder if spec == family else spec.rsplit("-", 1)[1]
+            if kind != decoder:
+                raise ModelLoadError(f"{spec} is the {kind} twin; it cannot run the {decoder} decoder")
+            weights = SHIPPED[family]
+            return _nano_backend(weights, NANO_DIR / f"{weights}-{kind}", device, spec)
     model_dir = resolve_dir(spec)
     kind = model_kind(model_dir)
-    if kind == "nano":
-        from models.nano.backend import NanoBackend
-
-        backend = NanoBackend(model_dir, device=device, spec=spec)
+    if kind in ("nano", "nano_char"):
+        backend = _nano_backend(kind.replace("_", "-"), model_dir, device, spec)
         if backend.kind != decoder:
             raise ModelLoadError(f"{spec} holds the nano {backend.kind} twin; it cannot run the {decoder} decoder")
         return backend
@@ -123,6 +129,16 @@ def _load(spec: str, decoder: str, device: str):
     from models.mineru25.backend import MinerU25Backend
 
     return MinerU25Backend(model_dir, device=device, spec=spec)
+
+
+def _nano_backend(family: str, model_dir: Path, device: str, spec: str):
+    if family == "nano":
+        from models.nano.backend import NanoBackend
+
+        return NanoBackend(model_dir, device=device, spec=spec)
+    from models.nano_char.backend import NanoCharBackend
+
+    return NanoCharBackend(model_dir, device=device, spec=spec)
 
 
 def configured_models() -> list[str]:

@@ -98,7 +98,8 @@ def cmd_decode(args) -> int:
     params = make_params(args.decoder, limits, **knobs_from(args))
     if args.no_record:
         params.record = False
-    trace = decode_page(page, model=args.model, decoder=args.decoder, params=params, mode=args.mode)
+    trace = decode_page(page, model=args.model, decoder=args.decoder, params=params, mode=args.mode,
+                        layout_prompt=args.layout_prompt)
     size = trace.save(args.out)
     if not args.quiet:
         print(trace.text)
@@ -134,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--decoder", choices=["diffusion", "ar"], default="diffusion")
     d.add_argument("--mode", choices=["page", "layout"], default="page",
                    help="page: the model's own regions; layout: layout detection, then recognition per block (MinerU models)")
+    d.add_argument("--layout-prompt", choices=["detection", "analysis"], default="detection",
+                   help="wording of the layout prompt in --mode layout: 'Layout Detection' (default) or 'Layout Analysis' "
+                        "(the release uses both; docs/real-models.md)")
     add_decode_knobs(d)
     add_limit_flags(d)
     d.add_argument("--no-record", action="store_true", help="do not record per-step candidates (faster)")

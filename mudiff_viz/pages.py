@@ -13,12 +13,14 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from PIL import Image
+from PIL import Image, ImageOps
 
 from .errors import UserInputError
 from .limits import Limits, current
 
 Box = tuple[float, float, float, float]
+
+ORIENTATION_TAG = 0x0112  # EXIF Orientation
 
 # PyMuPDF is not thread-safe: every call into it goes through this lock.
 PDF_LOCK = threading.Lock()
@@ -64,6 +66,7 @@ class Page:
     dpi: float | None = None
     sha256: str = ""
     lines: list[TextLine] | None = None  # text layer in page pixels; None: no text layer
+    exif_orientation: int | None = None  # EXIF Orientation tag (1-8) the image was turned upright by
 
     @property
     def width(self) -> int:
@@ -90,6 +93,7 @@ class Page:
             "page_count": self.page_count,
             "dpi": self.dpi,
             "sha256": self.sha256,
+            "exif_orientation": self.exif_orientation,
         }
 
 
@@ -160,11 +164,14 @@ def load_page(
         )
     if page_index != 0:
         raise UserInputError(f"page {page_index} does not exist: an image has one page (index 0)")
-    return Page(image=open_image(data, kind, limits), source=name, sha256=digest)
+    image, orientation = open_image(data, kind, limits)
+    return Page(image=image, source=name, sha256=digest, exif_orientation=orientation)
 
 
-def open_image(data: bytes, kind: str, limits: Limits) -> Image.Image:
-    """Decode a PNG/JPEG with an explicit format list and a hard pixel cap."""
+def open_image(data: bytes, kind: str, limits: Limits) -> tuple[Image.Image, int | None]:
+    """Decode a PNG/JPEG with an explicit format list and a hard pixel cap, turned upright by its
+    EXIF orientation (as the release's loaders do: a phone photo tagged 6 is read the right way
+    up). Returns the RGB image and the orientation tag it had (None when it had none)."""
     fmt = {"png": "PNG", "jpeg": "JPEG"}[kind]
     try:
         with warnings.catch_warnings():
@@ -175,7 +182,10 @@ def open_image(data: bytes, kind: str, limits: Limits) -> Image.Image:
                     f"image too large: {img.width}x{img.height} pixels (limit {limits.max_image_pixels})"
                 )
             img.load()
-            return img.convert("RGB")
+            orientation = img.getexif().get(ORIENTATION_TAG)
+            orientation = int(orientation) if isinstance(orientation, int) and 1 <= orientation <= 8 else None
+            upright = ImageOps.exif_transpose(img) if orientation not in (None, 1) else img
+            return upright.convert("RGB"), orientation
     except UserInputError:
         raise
     except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:

@@ -38,11 +38,13 @@ def decode_page(
     progress: Callable[[int, int], None] | None = None,
     backend=None,
     mode: str = "page",
+    layout_prompt: str = "detection",
 ) -> Trace:
     """Decode a loaded page with the given model and decoder.
 
     ``mode`` "page" decodes the model's own regions (text lines for nano, the whole page for the
-    real models); "layout" runs layout detection, then recognition per detected block.
+    real models); "layout" runs layout detection (asked with ``layout_prompt``, one of the release's
+    two wordings), then recognition per detected block.
     """
     if decoder not in DECODERS:
         raise UserInputError(f"decoder must be one of {', '.join(DECODERS)}, got {decoder!r}")
@@ -60,7 +62,7 @@ def decode_page(
     if mode == "layout":
         from .two_stage import decode_two_stage
 
-        return decode_two_stage(backend, page, decode, params, progress)
+        return decode_two_stage(backend, page, decode, params, progress, layout_prompt=layout_prompt)
     regions = backend.regions(page)
     if not regions:
         raise UserInputError("no text found on the page")

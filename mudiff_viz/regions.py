@@ -4,6 +4,9 @@ Pixel segmentation is a recursive XY-cut on projection profiles: at each node sp
 white gap, preferring a vertical gutter (columns) when it is wider than the horizontal gaps, so
 reading order comes out as columns top to bottom, left to right. Leaves are lines; a leaf much
 taller than the typical line is split at its faintest row (touching lines).
+
+Lines group into text blocks (:func:`group_blocks`) the way a layout model's text blocks hold
+them: consecutive lines of one column with no paragraph gap between them.
 """
 
 from __future__ import annotations
@@ -91,7 +94,9 @@ def segment_lines(gray: np.ndarray, min_height: int = 6) -> list[Box]:
 def _absorb_fragments(boxes: list[Box], line_h: float) -> list[Box]:
     """Merge slivers (a comma's tail, an underscore cut off by a faint row) into the line they
     touch; drop isolated specks. Reading order is kept."""
-    is_line = [b[3] - b[1] >= 0.45 * line_h or b[2] - b[0] >= 3 * line_h for b in boxes]
+    # a wide run of dots or dashes is a line; an underscore cut off below its line is not
+    is_line = [b[3] - b[1] >= 0.45 * line_h or (b[2] - b[0] >= 3 * line_h and b[3] - b[1] >= 0.25 * line_h)
+               for b in boxes]
     merged = list(boxes)
     for j, b in enumerate(boxes):
         if is_line[j]:
@@ -107,3 +112,48 @@ def _absorb_fragments(boxes: list[Box], line_h: float) -> list[Box]:
             ln = merged[best]
             merged[best] = (min(ln[0], b[0]), min(ln[1], b[1]), max(ln[2], b[2]), max(ln[3], b[3]))
     return [b for b, keep in zip(merged, is_line) if keep]
+
+
+def group_blocks(boxes: list[Box], max_lines: int = 8) -> list[list[int]]:
+    """Lines in reading order -> text blocks (lists of line indices), each at most ``max_lines``.
+
+    A block ends where the next line does not continue it: it moves up or sideways (another
+    column), or it sits further below than the page's typical line pitch allows (x 1.3: a
+    paragraph gap or a heading). The step is measured on both the tops and the bottoms of the
+    boxes and the smaller one counts, so ink boxes of lines without ascenders or descenders do not
+    open false gaps. Long blocks are cut into near-equal chunks.
+    """
+    if not boxes:
+        return []
+    steps = []
+    for a, b in zip(boxes, boxes[1:]):
+        if _continues_column(a, b):
+            steps.append(min(b[1] - a[1], b[3] - a[3]))
+    heights = [b[3] - b[1] for b in boxes]
+    h = float(np.median(heights))
+    pitches = [s for s in steps if 0 < s < 3 * h]
+    pitch = float(np.median(pitches)) if pitches else 1.2 * h
+    blocks: list[list[int]] = [[0]]
+    for i in range(1, len(boxes)):
+        a, b = boxes[i - 1], boxes[i]
+        step = min(b[1] - a[1], b[3] - a[3])
+        if _continues_column(a, b) and step <= 1.3 * pitch:
+            blocks[-1].append(i)
+        else:
+            blocks.append([i])
+    out: list[list[int]] = []
+    for block in blocks:
+        n = -(-len(block) // max_lines)
+        size, extra = divmod(len(block), n)
+        start = 0
+        for k in range(n):
+            end = start + size + (1 if k < extra else 0)
+            out.append(block[start:end])
+            start = end
+    return out
+
+
+def _continues_column(a: Box, b: Box) -> bool:
+    """b is below a and overlaps it horizontally by at least half the narrower line."""
+    overlap = min(a[2], b[2]) - max(a[0], b[0])
+    return b[1] > a[1] and overlap >= 0.5 * min(a[2] - a[0], b[2] - b[0])

@@ -566,6 +566,8 @@ def shuffle_page(
         return ShuffledPage(page=page, gt_text=page.text, result=result)
     if page_index != 0:
         raise UserInputError(f"page {page_index} does not exist: an image has one page (index 0)")
-    image, result = shuffle_image(open_image(data, kind, limits), level, seed, gt_text)
-    page = Page(image=image, source=f"shuffled-{level:g}-seed{seed}.png", sha256=hashlib.sha256(result.data).hexdigest())
+    upright, orientation = open_image(data, kind, limits)
+    image, result = shuffle_image(upright, level, seed, gt_text)
+    page = Page(image=image, source=f"shuffled-{level:g}-seed{seed}.png", sha256=hashlib.sha256(result.data).hexdigest(),
+                exif_orientation=orientation)
     return ShuffledPage(page=page, gt_text=result.gt_text, result=result)

@@ -248,6 +248,21 @@ def make_page(
     return SynthPage(pdf=pdf, style=style, lines=laid)
 
 
+def merge_paragraphs(pars: list[str], rng: random.Random, lengths: tuple[float, float] = (250.0, 700.0)) -> list[str]:
+    """Join consecutive short paragraphs (docstrings are often one sentence) into paragraphs of a
+    few lines, so pages have text blocks of several lines as real documents do."""
+    out: list[str] = []
+    current, goal = "", rng.uniform(*lengths)
+    for par in pars:
+        current = f"{current} {par}" if current else par
+        if len(current) >= goal:
+            out.append(current)
+            current, goal = "", rng.uniform(*lengths)
+    if current:
+        out.append(current)
+    return out
+
+
 def random_page(rng: random.Random, split: str = "train", style: PageStyle | None = None, **style_kw) -> SynthPage:
     """A page of consecutive paragraphs from random documents of ``split``."""
     docs = documents(split)
@@ -260,6 +275,7 @@ def random_page(rng: random.Random, split: str = "train", style: PageStyle | Non
         more = rng.choice(docs)
         pars.extend(more.paragraphs)
         names.append(more.name)
+    pars = merge_paragraphs(pars, rng)
     heading = None
     if style.heading:
         title = doc.name.split(":", 1)[1].replace("/", " ").replace(".py", "").replace("_", " ")

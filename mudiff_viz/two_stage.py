@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from models.mineru_common.tasks import layout_region
+from models.mineru_common.tasks import DEFAULT_LAYOUT_PROMPT, LAYOUT_PROMPTS, layout_region
 
 from .errors import UserInputError
 from .layout import parse_layout
@@ -20,17 +20,22 @@ from .trace import Trace
 
 
 def decode_two_stage(
-    backend, page: Page, decode: Decode, params, progress: Callable[[int, int], None] | None = None
+    backend, page: Page, decode: Decode, params, progress: Callable[[int, int], None] | None = None,
+    layout_prompt: str = DEFAULT_LAYOUT_PROMPT,
 ) -> Trace:
-    """Layout pass, then recognition of every detected block; one merged Trace."""
+    """Layout pass (asked with ``layout_prompt``: "detection" or "analysis"), then recognition of
+    every detected block; one merged Trace."""
+    if layout_prompt not in LAYOUT_PROMPTS:
+        raise UserInputError(f"layout prompt must be one of {', '.join(LAYOUT_PROMPTS)}, got {layout_prompt!r}")
     if not getattr(backend, "supports_layout", False):
         raise UserInputError(
             f"layout mode needs a MinerU model; {getattr(backend, 'name', 'this model')} has no layout prompt"
         )
-    layout_trace = decode(backend, page, [layout_region(page.width, page.height)], params, None)
+    layout_trace = decode(backend, page, [layout_region(page.width, page.height, layout_prompt)], params, None)
     blocks = parse_layout(layout_trace.regions[0].text, page.width, page.height)
+    extra = {"mode": "layout", "layout_prompt": layout_prompt, "layout_blocks": len(blocks)}
     if not blocks:
-        return merge_traces([layout_trace], extra_params={"mode": "layout", "layout_blocks": 0})
+        return merge_traces([layout_trace], extra_params=extra)
     return decode_sequential(
         backend,
         page,
@@ -39,5 +44,5 @@ def decode_two_stage(
         params,
         progress,
         before=[layout_trace],
-        extra_params={"mode": "layout", "layout_blocks": len(blocks)},
+        extra_params=extra,
     )

@@ -70,8 +70,8 @@ def synthetic_trace(tmp: Path):
     import torch
 
     from models import registry
-    from models.nano.model import NanoConfig, NanoOCR
-    from models.nano.weights import save_model
+    from models.nano_char.model import NanoConfig, NanoOCR
+    from models.nano_char.weights import save_model
     from mudiff_viz.pages import load_page
     from mudiff_viz.pipeline import decode_page, make_params
 

@@ -25,8 +25,8 @@ def tiny_models(tmp_path_factory) -> dict:
     paths end to end without the trained weights."""
     import torch
 
-    from models.nano.model import NanoConfig, NanoOCR
-    from models.nano.weights import save_model
+    from models.nano_char.model import NanoConfig, NanoOCR
+    from models.nano_char.weights import save_model
 
     out = {}
     for kind in ("diffusion", "ar"):

@@ -55,7 +55,7 @@ class FixedBackend:
     def regions(self, page) -> list[Region]:
         return [Region(bbox=(0, 10 * i, 100, 10 * i + 9)) for i in range(self.n_rows)]
 
-    def encode(self, page, regions) -> FixedContext:
+    def encode(self, page, regions, block_length=None) -> FixedContext:
         return FixedContext(length=0, stored=[[] for _ in regions])
 
     def token_text(self, token_id: int) -> str:

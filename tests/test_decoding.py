@@ -1,6 +1,6 @@
 """The block diffusion decoder against a straightforward reference of the official loop.
 
-The reference below is written from REFERENCE.md section 2 (the official
+The reference below is written from docs/real-models.md#the-decoding-loop (the official
 ``low_confidence_dynamic`` loop of ``generate_with_embeds``), one row at a time, with its quirks:
 no quota clamp, a sampled MASK leaves the position masked.
 """

@@ -123,3 +123,58 @@ def test_pdf_worker_runs_from_any_directory(tmp_path, monkeypatch):
     monkeypatch.delenv("PYTHONPATH", raising=False)
     page = load_page(root / "assets" / "samples" / "courier-short.pdf")
     assert page.lines and page.width > 0
+
+
+# The inverse of each EXIF orientation's transform: storing ``upright`` this way and tagging it with
+# the orientation means a correct reader gets ``upright`` back.
+STORED_AS = {
+    1: None,
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_90,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_270,
+}
+
+
+@pytest.mark.parametrize("orientation", sorted(STORED_AS))
+def test_every_exif_orientation_loads_upright(orientation, tmp_path):
+    upright = Image.new("RGB", (60, 30), "white")
+    upright.paste((255, 0, 0), (0, 0, 10, 10))  # a red mark in the top-left corner
+    upright.paste((0, 0, 255), (50, 20, 60, 30))  # a blue one in the bottom-right
+    stored = upright if STORED_AS[orientation] is None else upright.transpose(STORED_AS[orientation])
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    path = tmp_path / f"o{orientation}.png"
+    stored.save(path, exif=exif.tobytes())
+    page = load_page(path)
+    assert page.image.size == (60, 30)
+    assert np.array_equal(np.asarray(page.image), np.asarray(upright))
+    assert page.exif_orientation == orientation
+
+
+def test_image_without_exif_has_no_orientation(tmp_path):
+    path = tmp_path / "plain.png"
+    Image.new("RGB", (20, 10), "white").save(path)
+    page = load_page(path)
+    assert page.exif_orientation is None and page.info()["exif_orientation"] is None
+
+
+def test_text_blocks_group_paragraph_lines(two_column_page):
+    """Text-layer lines group into paragraph blocks within one column; lines segmented from the
+    pixels group into (about) as many."""
+    from mudiff_viz.regions import group_blocks
+    from models.nano.preprocess import to_gray
+
+    page = two_column_page.render(150)
+    boxes = [ln.bbox for ln in page.lines]
+    blocks = group_blocks(boxes, max_lines=8)
+    assert [i for b in blocks for i in b] == list(range(len(boxes)))  # every line once, in order
+    assert max(len(b) for b in blocks) <= 8 and sum(len(b) > 2 for b in blocks) >= 3
+    seg = segment_lines(to_gray(page.image))
+    assert abs(len(group_blocks(seg, 8)) - len(blocks)) <= 2  # segmentation may split a line or two
+    for block in blocks:  # a block stays in one column
+        xs = [boxes[i][0] for i in block]
+        assert max(xs) - min(xs) < 0.1 * page.width

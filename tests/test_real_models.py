@@ -4,7 +4,7 @@ No network and no real weights: each checkpoint directory holds config.json (wit
 ``model_type`` as released), sharded safetensors with an index, a tokenizer built with the
 ``tokenizers`` library whose special-token ids differ from the real ones, preprocessor_config.json
 and chat_template.jinja. They load through the user's path (``models.registry.load_backend``).
-State-dict names are spelled out below from REFERENCE.md, independently of the model code.
+State-dict names are spelled out below from docs/real-models.md, independently of the model code.
 """
 
 from __future__ import annotations
@@ -105,6 +105,7 @@ def write_tokenizer_files(out: Path) -> dict[str, int]:
     corpus = [
         "Text Recognition: the quick brown fox jumps over the lazy dog",
         "Layout Detection: table title text",
+        "Layout Analysis: table title text",
     ] * 20
     tok.train_from_iterator(corpus, trainer)
     tok.save(str(out / "tokenizer.json"))
@@ -139,7 +140,7 @@ def write_tokenizer_files(out: Path) -> dict[str, int]:
 
 
 def diffusion_state(vocab: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """Random tensors under the official key names (REFERENCE.md section 1), in bfloat16 like the release."""
+    """Random tensors under the official key names (docs/real-models.md), in bfloat16 like the release."""
     e, h, d = VISION["embed_dim"], TEXT["hidden_size"], TEXT["head_dim"]
     m, inter = int(e * VISION["mlp_ratio"]), TEXT["intermediate_size"]
     q, kv = TEXT["num_attention_heads"] * d, TEXT["num_key_value_heads"] * d
@@ -379,40 +380,69 @@ def test_layout_pass_sees_1036_square_within_budget(diffusion_dir, page_png):
     assert vision.n_tokens <= 48 and vision.size[0] == vision.size[1]
 
 
-def test_cached_blockwise_forward_equals_dense_block_mask(diffusion_dir, page_png):
-    backend = _load(diffusion_dir, "diffusion")
-    model, L = backend.model, 32
-    page = load_page(page_png)
+def _blockwise_and_dense(backend, page, L: int, n_blocks: int = 3, prefill_block: int | None = None):
+    """Logits of ``n_blocks`` random blocks decoded through the cache (prefilled for block length
+    ``prefill_block``, default ``L``), and the same blocks in one dense forward under the release's
+    mask (prompt blocks of ``L`` aligned to the end of the prompt)."""
+    model = backend.model
     region = backend.regions(page)[0]
-    ctx = backend.encode(page, [region])
-    assert ctx.prompt_len % L != 0  # end alignment matters for this prompt
-    gen = torch.Generator().manual_seed(1)
-    blocks = [torch.randint(0, backend.cfg.text.vocab_size, (1, L), generator=gen) for _ in range(3)]
-    blocks[1][0, 5:20] = backend.mask_id
+    ctx = backend.encode(page, [region], block_length=prefill_block or L)
+    gen = torch.Generator().manual_seed(L)
+    blocks = [torch.randint(0, backend.cfg.text.vocab_size, (1, L), generator=gen) for _ in range(n_blocks)]
+    blocks[1][0, L // 4 : 3 * L // 4] = backend.mask_id
     cached = []
     with torch.inference_mode():
         for block in blocks:
-            cached.append(backend.block_logits(ctx, block, torch.tensor([0])))
+            cached.append(backend.block_logits(ctx, block, torch.tensor([0]))[0])
             backend.commit_block(ctx, block, torch.tensor([0]))
         vision = backend.images(backend.images.region_image(page.image, region))
         ids = torch.tensor(backend.text.prompt_ids(region.prompt, vision.n_tokens))
-        x = torch.cat(
-            [model.prompt_embeds(ids, vision.pixel_values, vision.grid_thw)] + [model.embed(b) for b in blocks], 1
-        )
+        x = torch.cat([model.prompt_embeds(ids, vision.pixel_values, vision.grid_thw)] + [model.embed(b) for b in blocks], 1)
         n, p = x.shape[1], len(ids)
-
-        def dense(mask):
-            return model.logits(model.decoder(x, torch.arange(n), None, mask, store=False))[0, p:].view(3, L, -1)
-
-        full = dense(sdar_mask(p, 3 * L, 32, L))
-        start_aligned = dense(torch.arange(n)[None, :] // L <= torch.arange(n)[:, None] // L)
+        dense = model.logits(model.decoder(x, torch.arange(n), None, sdar_mask(p, n_blocks * L, L), store=False))
     assert ctx.cache.length == n
-    with torch.inference_mode():  # a denoising pass stores nothing: repeating it changes nothing
-        again = backend.block_logits(ctx, blocks[0], torch.tensor([0]))
-        assert ctx.cache.length == n and torch.equal(again, backend.block_logits(ctx, blocks[0], torch.tensor([0])))
-    for j in range(3):
-        assert torch.allclose(cached[j][0], full[j], atol=1e-4, rtol=1e-4)
-    assert not torch.allclose(cached[0][0], start_aligned[0], atol=1e-3)  # the test can tell the alignments apart
+    return ctx, blocks, cached, dense[0, p:].view(n_blocks, L, -1)
+
+
+@pytest.mark.parametrize("path", ["eager", "static"])
+@pytest.mark.parametrize("L", [4, 8, 16, 32, 64])
+def test_cached_blockwise_forward_equals_dense_release_mask(diffusion_dir, page_png, L, path):
+    """Every block length: the prompt is prefilled in blocks of the decode's own length, aligned to
+    its end, on the eager path and on the fixed-shape path CUDA graphs replay."""
+    from models.mineru_diffusion.graphs import BlockGraphs
+
+    backend = _load(diffusion_dir, "diffusion")
+    backend.graphs = BlockGraphs(backend.model, use_graphs=False) if path == "static" else None
+    try:
+        ctx, blocks, cached, dense = _blockwise_and_dense(backend, load_page(page_png), L)
+        assert ctx.prompt_len % L != 0 or L == 4  # end alignment matters for this prompt
+        for j in range(len(blocks)):
+            assert torch.allclose(cached[j], dense[j], atol=1e-4, rtol=1e-4), (L, j, (cached[j] - dense[j]).abs().max())
+        if path == "eager":  # a denoising pass stores nothing: repeating it changes nothing
+            with torch.inference_mode():
+                length = ctx.cache.length
+                again = backend.block_logits(ctx, blocks[0], torch.tensor([0]))
+                assert ctx.cache.length == length
+                assert torch.equal(again, backend.block_logits(ctx, blocks[0], torch.tensor([0])))
+    finally:
+        backend.graphs = None
+
+
+def test_prefill_with_a_fixed_block_of_32_gives_other_logits_at_block_8(diffusion_dir, page_png):
+    """The bug this guards against: a 32-token prefill under an 8-token decode."""
+    backend = _load(diffusion_dir, "diffusion")
+    page = load_page(page_png)
+    _, _, right, dense = _blockwise_and_dense(backend, page, 8)
+    _, _, wrong, _ = _blockwise_and_dense(backend, page, 8, prefill_block=32)
+    assert torch.allclose(right[0], dense[0], atol=1e-4, rtol=1e-4)
+    assert (wrong[0] - dense[0]).abs().max() > 1e-2
+
+
+def test_trace_records_the_prefill_block(diffusion_dir, page_png):
+    backend = _load(diffusion_dir, "diffusion")
+    trace = decode_page(load_page(page_png), decoder="diffusion", backend=backend,
+                        params=DiffusionParams(block_length=8, steps=8, max_new_tokens=16))
+    assert trace.params["prefill_block"] == 8 and trace.params["exec_mode"] == "eager"
 
 
 def test_static_block_forward_matches_the_eager_path(diffusion_dir, page_png):
@@ -495,10 +525,11 @@ def test_grown_cache_slots_are_zero(diffusion_dir, page_png):
 
 
 def test_sdar_mask_rules():
-    m = sdar_mask(prompt_len=5, gen_len=4, prefill_block=4, gen_block=2)
-    # prompt blocks aligned to the end: {0}, {1,2,3,4}; then generated blocks {5,6}, {7,8}
+    m = sdar_mask(prompt_len=5, gen_len=4, block_length=2)
+    # prompt blocks aligned to the end: {0}, {1,2}, {3,4}; then generated blocks {5,6}, {7,8}
     assert m[0].tolist() == [True] + [False] * 8
-    assert m[1].tolist() == [True] * 5 + [False] * 4
+    assert m[1].tolist() == [True] * 3 + [False] * 6
+    assert m[3].tolist() == [True] * 5 + [False] * 4
     assert m[5].tolist() == [True] * 7 + [False] * 2
     assert m[8].all()
 
@@ -592,6 +623,38 @@ def test_two_stage_parse_merges_layout_and_blocks(diffusion_dir, page_png):
     # the pipeline's layout mode runs the same path end to end (random weights: few or no blocks)
     full = decode_page(page, decoder="diffusion", params=params, backend=backend, mode="layout")
     assert check_invariants(full) == [] and full.regions[0].kind == "layout"
+    assert full.params["layout_prompt"] == "detection"
+
+
+@pytest.mark.parametrize("wording, text", [("detection", "Layout Detection:"), ("analysis", "Layout Analysis:")])
+def test_layout_prompt_wordings_reach_the_model(diffusion_dir, page_png, wording, text):
+    from models.mineru_common.tasks import layout_region
+
+    backend = _load(diffusion_dir, "diffusion")
+    region = layout_region(100, 100, wording)
+    ids = backend.text.prompt_ids(region.prompt, 4)
+    assert text in backend.text.tok.decode(ids)
+    trace = decode_page(load_page(page_png), decoder="diffusion", backend=backend, mode="layout",
+                        layout_prompt=wording, params=DiffusionParams(max_new_tokens=16))
+    assert trace.params["layout_prompt"] == wording
+
+
+def test_exif_orientation_6_jpeg_gives_the_upright_image_grid(diffusion_dir, tmp_path):
+    """A phone photo stored sideways with orientation 6 is read upright: wide, not tall."""
+    upright = Image.new("RGB", (672, 336), "white")
+    ImageDraw.Draw(upright).text((20, 150), "upright text", fill="black")
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    path = tmp_path / "phone.jpg"
+    upright.transpose(Image.Transpose.ROTATE_90).save(path, exif=exif.tobytes())  # stored 336 x 672
+    page = load_page(path)
+    assert page.image.size == (672, 336) and page.info()["exif_orientation"] == 6
+    backend = _load(diffusion_dir, "diffusion")
+    vision = backend.images(backend.images.region_image(page.image, backend.regions(page)[0]))
+    _, h, w = vision.grid_thw[0].tolist()
+    assert w > h  # [1, 24, 48]-like, not the sideways [1, 48, 24]
+    trace = decode_page(page, decoder="diffusion", backend=backend, params=DiffusionParams(max_new_tokens=8))
+    assert trace.page["exif_orientation"] == 6
 
 
 # ---- MinerU2.5 (AR) ---------------------------------------------------------------------------------
@@ -784,9 +847,9 @@ def test_cli_layout_mode(diffusion_dir, page_png, tmp_path):
 
 
 def test_cli_layout_mode_refused_for_nano(page_png, tmp_path):
-    from models.registry import NANO_DIR
+    from models.registry import NANO_DIR, SHIPPED
 
-    if not (NANO_DIR / "nano-diffusion" / "model.safetensors").exists():
+    if not (NANO_DIR / f"{SHIPPED['nano']}-diffusion" / "model.safetensors").exists():
         pytest.skip("nano weights not in assets/models")
     r = _cli("decode", str(page_png), "--mode", "layout", "--out", str(tmp_path / "t.json"))
     assert r.returncode == 2 and "layout" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -338,11 +338,14 @@ def test_summary_and_figure_from_rows():
 
 
 def _bench_models() -> str:
+    from models.registry import SHIPPED
+
     override = os.environ.get("MUDIFF_TEST_SHUFFLE_MODEL")
     if override:
         return override
     missing = [
-        d for d in ("nano-ar", "nano-diffusion") if not (ROOT / "assets" / "models" / d / "model.safetensors").is_file()
+        d for d in (f"{SHIPPED['nano']}-ar", f"{SHIPPED['nano']}-diffusion")
+        if not (ROOT / "assets" / "models" / d / "model.safetensors").is_file()
     ]
     if missing:
         pytest.skip(f"embedded nano weights absent: assets/models/{', assets/models/'.join(missing)} (still training)")

@@ -23,14 +23,14 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 def make_tiny_twins(folder: Path) -> Path:
     import torch
 
-    from models.nano.model import NanoConfig, NanoOCR
-    from models.nano.weights import save_model
+    from models.nano_char.model import NanoConfig, NanoOCR
+    from models.nano_char.weights import save_model
 
     for kind in ("diffusion", "ar"):
         torch.manual_seed(0)
         cfg = NanoConfig(kind=kind, d_model=64, n_layers=1, n_heads=2, mlp_hidden=128, enc_dim=64, enc_layers=1,
                          conv_channels=(8, 16, 16, 16), max_answer=24)
-        save_model(NanoOCR(cfg), folder / f"nano-{kind}")
+        save_model(NanoOCR(cfg), folder / f"nano-char-{kind}")
     return folder
 
 

@@ -63,7 +63,7 @@ class MinerU25Backend(ChatTextTokens):
         return [page_region(page.width, page.height, page.text)]
 
     @torch.inference_mode()
-    def encode(self, page, regions: list[Region]) -> ARContext:
+    def encode(self, page, regions: list[Region], block_length: int | None = None) -> ARContext:
         if len(regions) != 1:
             raise ValueError("MinerU2.5 decodes one region at a time")
         region = regions[0]

@@ -2,8 +2,8 @@
 
 Uses transformers' PIL image processor (``Qwen2VLImageProcessorPil``): the torchvision-backed one
 does not import beside the CPU torch wheel. The layout pass sees the whole page resized to
-1036 x 1036; recognition sees a crop at native resolution, rotated upright, with tiny or extremely
-thin crops brought into the range the processor accepts (as the release's client does).
+1036 x 1036; recognition sees a crop at native resolution, rotated upright, with extremely thin crops
+padded and then tiny ones upscaled, in the release's two-stage client's order (:func:`fit_edges`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from mudiff_viz.errors import ModelLoadError, UserInputError
 from .checkpoint import read_json
 from .tasks import LAYOUT_IMAGE_SIZE
 
-MIN_PIXELS = 3136  # release values (REFERENCE.md): 4 to 2048 image tokens
+MIN_PIXELS = 3136  # release values (docs/real-models.md#images): 4 to 2048 image tokens
 MAX_PIXELS = 1_605_632
 MIN_EDGE = 28
 MAX_EDGE_RATIO = 50
@@ -114,15 +114,22 @@ class ImagePreprocessor:
 
 
 def fit_edges(image: Image.Image) -> Image.Image:
-    """Upscale crops with an edge under 28 px; pad extremely thin crops to a 50:1 aspect ratio."""
+    """Bring a crop into the range the image processor accepts, in the release's order.
+
+    1. An extremely thin crop (long edge over 50x the short one) is padded with white, centred,
+       until the short edge is ceil(long / 50).
+    2. Then a crop whose short edge is under 28 px is upscaled (bicubic) by 28 / short edge, each
+       edge rounded.
+    Padding first keeps the glyphs' scale: a 600 x 10 strip becomes 600 x 12, then 1400 x 28
+    (upscaling first would give 1680 x 34). docs/real-models.md#crop-fitting has the table.
+    """
     w, h = image.size
-    if min(w, h) < MIN_EDGE:
-        scale = MIN_EDGE / min(w, h)
-        w, h = max(MIN_EDGE, round(w * scale)), max(MIN_EDGE, round(h * scale))
-        image = image.resize((w, h), Image.Resampling.BICUBIC)
     if max(w, h) / min(w, h) > MAX_EDGE_RATIO:
         nw, nh = (w, math.ceil(w / MAX_EDGE_RATIO)) if w > h else (math.ceil(h / MAX_EDGE_RATIO), h)
-        canvas = Image.new("RGB", (nw, nh), (255, 255, 255))
+        canvas = Image.new(image.mode, (nw, nh), (255, 255, 255))
         canvas.paste(image, ((nw - w) // 2, (nh - h) // 2))
-        image = canvas
+        image, w, h = canvas, nw, nh
+    if min(w, h) < MIN_EDGE:
+        scale = MIN_EDGE / min(w, h)
+        image = image.resize((round(w * scale), round(h * scale)), Image.Resampling.BICUBIC)
     return image

@@ -23,7 +23,7 @@ SPECIAL_TOKENS = (
     "<|rotate_up|>",
     "<|MASK|>",
 )
-CORPUS = ("You are a helpful assistant. Text Recognition: Table Recognition: Formula Recognition: Layout Detection:",)
+CORPUS = ("You are a helpful assistant. Text Recognition: Table Recognition: Formula Recognition: Layout Detection: Layout Analysis:",)
 
 
 def write_standin_tokenizer(out_dir: Path, vocab_size: int = 400) -> dict[str, int]:

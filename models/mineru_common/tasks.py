@@ -1,6 +1,6 @@
 """The task interface of MinerU models: which prompt goes with which kind of region.
 
-Prompts follow the public release (REFERENCE.md section 1): the user text after the image. The
+Prompts follow the public release (docs/real-models.md#prompts): the user text after the image. The
 layout pass sees the whole page resized to a fixed square; recognition sees a crop of one block.
 Layout types that are not text (pictures) or that only group other blocks are not recognised.
 """
@@ -13,7 +13,12 @@ SYSTEM_PROMPT = "You are a helpful assistant."
 TEXT_PROMPT = "\nText Recognition:"
 TABLE_PROMPT = "\nTable Recognition:"
 FORMULA_PROMPT = "\nFormula Recognition:"
-LAYOUT_PROMPT = "\nLayout Detection:"
+# The release disagrees with itself on the layout prompt (docs/real-models.md#the-layout-prompt):
+# its end-to-end script (at its head) and MinerU2.5's client say "Layout Detection", its HF runner,
+# Gradio demo and SGLang client "Layout Analysis". Both are offered; "detection" is the default.
+LAYOUT_PROMPTS = {"detection": "\nLayout Detection:", "analysis": "\nLayout Analysis:"}
+DEFAULT_LAYOUT_PROMPT = "detection"
+LAYOUT_PROMPT = LAYOUT_PROMPTS[DEFAULT_LAYOUT_PROMPT]
 LAYOUT_IMAGE_SIZE = (1036, 1036)  # 37 x 37 merged patches = 1369 image tokens
 
 PROMPTS_BY_KIND = {
@@ -40,6 +45,8 @@ def page_region(width: float, height: float, gt_text: str | None = None) -> Regi
     return Region(bbox=(0.0, 0.0, float(width), float(height)), kind="page", gt_text=gt_text, prompt=TEXT_PROMPT)
 
 
-def layout_region(width: float, height: float) -> Region:
-    """The whole page for the layout-detection pass."""
-    return Region(bbox=(0.0, 0.0, float(width), float(height)), kind="layout", prompt=LAYOUT_PROMPT)
+def layout_region(width: float, height: float, wording: str = DEFAULT_LAYOUT_PROMPT) -> Region:
+    """The whole page for the layout-detection pass, asked with one of the release's two wordings."""
+    if wording not in LAYOUT_PROMPTS:
+        raise ValueError(f"layout prompt must be one of {', '.join(LAYOUT_PROMPTS)}, got {wording!r}")
+    return Region(bbox=(0.0, 0.0, float(width), float(height)), kind="layout", prompt=LAYOUT_PROMPTS[wording])

@@ -24,6 +24,9 @@ from .graphs import BlockGraphs, graphs_wanted
 from .model import KVCache, MinerUDiffusion, MinerUDiffusionConfig, count_params_m, from_state_dict
 
 
+DEFAULT_BLOCK_LENGTH = 32  # the release's block length, for callers that do not say
+
+
 def dtype_for(device: torch.device) -> torch.dtype:
     """bfloat16 on CUDA (the release's dtype), float32 on CPU (bf16 matmuls are slow there)."""
     return torch.bfloat16 if device.type == "cuda" else torch.float32
@@ -40,6 +43,7 @@ class DiffusionContext:
 class MinerUDiffusionBackend(ChatTextTokens):
     """The native MinerU-Diffusion; see models/mineru_diffusion/model.py for the architecture."""
 
+    prefill_follows_block_length = True  # the prompt is prefilled in blocks of the decode's block length
     one_region_at_a_time = True  # the pipeline decodes regions sequentially and merges the traces
     supports_layout = True  # understands the layout-detection prompt (two-stage page parse)
     max_answer = None  # the decode limits govern
@@ -81,6 +85,7 @@ class MinerUDiffusionBackend(ChatTextTokens):
         self.stop_ids = text.stop_ids
         # block forwards as CUDA graphs on a GPU (MUDIFF_CUDA_GRAPHS=0: eager); None = plain eager path
         self.graphs = BlockGraphs(model, use_graphs=True) if graphs_wanted(device) else None
+        self.exec_mode = "cuda-graphs" if self.graphs is not None else "eager"
         vocab = self.cfg.text.vocab_size
         bad = [i for i in (self.mask_id, *self.stop_ids, self.cfg.image_token_id) if not 0 <= i < vocab]
         if bad:
@@ -93,7 +98,7 @@ class MinerUDiffusionBackend(ChatTextTokens):
         return [page_region(page.width, page.height, page.text)]
 
     @torch.inference_mode()
-    def encode(self, page, regions: list[Region]) -> DiffusionContext:
+    def encode(self, page, regions: list[Region], block_length: int | None = None) -> DiffusionContext:
         if len(regions) != 1:
             raise ValueError("MinerU-Diffusion decodes one region at a time")
         region = regions[0]
@@ -102,7 +107,7 @@ class MinerUDiffusionBackend(ChatTextTokens):
         x = self.model.prompt_embeds(
             torch.tensor(ids, device=self.device), vision.pixel_values.to(self.device), vision.grid_thw.to(self.device)
         )
-        cache = self.model.prefill(x)
+        cache = self.model.prefill(x, block_length or DEFAULT_BLOCK_LENGTH)
         return DiffusionContext(cache=cache, prompt_len=len(ids), image_tokens=vision.n_tokens, image_size=vision.size)
 
     def block_logits(self, ctx: DiffusionContext, block: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:

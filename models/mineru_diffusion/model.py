@@ -1,6 +1,6 @@
 """MinerU-Diffusion, natively: Qwen2-VL vision tower -> patch-merger projector -> SDAR decoder.
 
-Written from the public facts in REFERENCE.md section 1, so every forward the decoders make is ours
+Written from the release's public facts (docs/real-models.md), so every forward the decoders make is ours
 (no remote code, no ``generate``). Module and parameter names follow the official state dict
 exactly, so ``load_state_dict(strict=True)`` maps the checkpoint one to one:
 
@@ -119,7 +119,6 @@ class MinerUDiffusionConfig:
     vision_start_token_id: int | None = None
     vision_end_token_id: int | None = None
     projector_type: str = "patch_merger2x"
-    prefill_block: int = 32  # prompt blocks of the block-causal prefill (the release's block length)
 
     @classmethod
     def from_dict(cls, data: dict) -> MinerUDiffusionConfig:
@@ -145,7 +144,7 @@ class MinerUDiffusionConfig:
         return cfg
 
     def expected_shapes(self) -> dict[str, tuple[int, ...]]:
-        """Every state-dict key of the official checkpoint with its shape (REFERENCE.md section 1)."""
+        """Every state-dict key of the official checkpoint with its shape (docs/real-models.md)."""
         t, v = self.text, self.vision
         e, p, tp = v.embed_dim, v.patch_size, v.temporal_patch_size
         hidden_mlp = int(e * v.mlp_ratio)
@@ -191,15 +190,16 @@ class MinerUDiffusionConfig:
 # ---- attention masks and positions ---------------------------------------------------------------
 
 
-def sdar_mask(
-    prompt_len: int, gen_len: int = 0, prefill_block: int = 32, gen_block: int = 32, device=None
-) -> torch.Tensor:
+def sdar_mask(prompt_len: int, gen_len: int, block_length: int, device=None) -> torch.Tensor:
     """(N, N) bool, True where query row may attend key column, for a prompt plus generated blocks.
 
-    Prompt blocks of ``prefill_block`` are aligned to the end of the prompt (the first one may be
-    short) and attend block-causally; generated blocks of ``gen_block`` see the whole prompt, all
-    earlier generated blocks and themselves.
+    The release cuts the prompt into blocks of the decode's own ``block_length``, aligned to the
+    end of the prompt (the first one may be short), attending block-causally; generated blocks of
+    the same length see the whole prompt, all earlier generated blocks and themselves. So the
+    prompt's keys/values depend on the block length: a cache prefilled for one block length is
+    wrong for another (docs/real-models.md#the-attention-mask).
     """
+    prefill_block = gen_block = block_length
     pad = (-prompt_len) % prefill_block
     prompt_ids = (torch.arange(prompt_len, device=device) + pad) // prefill_block
     n_prompt_blocks = (prompt_len + pad) // prefill_block
@@ -464,11 +464,12 @@ class MinerUDiffusion(nn.Module):
         x[0, slots] = feats.to(x.dtype)
         return x
 
-    def prefill(self, x: torch.Tensor) -> KVCache:
-        """Block-causal prefill of the prompt embeddings (1, P, H) into a fresh cache."""
+    def prefill(self, x: torch.Tensor, block_length: int) -> KVCache:
+        """Block-causal prefill of the prompt embeddings (1, P, H) into a fresh cache, in prompt
+        blocks of the decode's ``block_length`` aligned to the end of the prompt."""
         p = x.shape[1]
         cache = KVCache(len(self.decoder.layers))
-        mask = sdar_mask(p, 0, self.cfg.prefill_block, device=x.device)
+        mask = sdar_mask(p, 0, block_length, device=x.device)
         self.decoder(x, torch.arange(p, device=x.device), cache, mask, store=True)
         return cache
 

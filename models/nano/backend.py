@@ -1,8 +1,13 @@
-"""The nano twins behind the backend protocol: all text lines of a page decode as one batch.
+"""The nano twins (subword pair) behind the backend protocol: all text blocks of a page decode as
+one batch.
 
-Regions are the text-layer lines of a PDF, or lines segmented from the pixels of an image. The KV
+Regions are text blocks: the text-layer lines of a PDF, or lines segmented from the pixels of an
+image, grouped into blocks of at most ``max_lines`` lines (mudiff_viz.regions.group_blocks). Each
+line is encoded on its own and the lines' visual tokens are concatenated in reading order. The KV
 cache holds every row at the same length (visual tokens are left-padded, blocks advance in
-lockstep), so a finished row simply stops being addressed by ``rows``.
+lockstep), so a finished row simply stops being addressed by ``rows``. The backend keeps each
+row's reading position (line, column after its committed text), from which the answer's rotary
+positions follow (models/nano/model.py).
 """
 
 from __future__ import annotations
@@ -16,63 +21,78 @@ import torch.nn.functional as F
 
 from models.base import Region
 from mudiff_viz import align
-from mudiff_viz.regions import segment_lines
+from mudiff_viz.pages import union
+from mudiff_viz.regions import group_blocks, segment_lines
 
-from .model import NanoOCR, count_m
+from .model import CharTables, NanoOCR, answer_position, count_m, walk
 from .preprocess import LineCrop, collate, crop_line, ink_levels, reference_height, to_gray
 from .tokenizer import CharTokenizer
 from .weights import load_model
 
+CHARS = CharTokenizer()
+
 
 @dataclass
 class NanoContext:
-    """The batch's KV cache, kept compact: cache row i holds region ``alive[i]``.
-
-    Rows that finish are dropped the next time the cache is written for the others, so the common
-    case (every live row addressed) attends over plain slices: no gather, no concatenation.
-    """
+    """The batch's KV cache, kept compact: cache row i holds region ``alive[i]``."""
 
     k: list[torch.Tensor]  # per layer (B_alive, H, capacity, D)
     v: list[torch.Tensor]
     key_mask: torch.Tensor  # (B_alive, capacity) True where a key is real
     length: int  # filled positions (same for all rows)
-    first_logits: torch.Tensor  # (B, V) from the prefill (<bos> position)
-    crops: list[LineCrop]
-    ctc_paths: list[list[tuple[int, int]]]  # per row: (token id, line-image x) of the CTC greedy path
-    prompt_len: int = 0  # cache slots of [visual ; <bos>]; answer position k lives at slot prompt_len + k
-    alive: list[int] | None = None  # region index of each cache row
+    first_logits: torch.Tensor  # (B, V) from the prefill (<|im_start|> position)
+    crops: list[list[LineCrop]]  # per region, its lines
+    ctc_paths: list[list[list[tuple[int, int]]]]  # per region, per line: (char id, line-image x) of the CTC path
+    line_starts: torch.Tensor  # (B, max_lines + 1) start of each line on the position axis
+    line: torch.Tensor  # (B,) reading position after each region's committed text: line ...
+    col: torch.Tensor  # (B,) ... and column
+    alive: list[int]  # region index of each cache row
 
 
 class NanoBackend:
     """One nano twin (``kind`` 'diffusion' or 'ar'); implements both decoder protocols."""
 
-    # all lines of a page decode as one batch; the benchmark flips this to measure the latency
-    # regime (a batch of one region, as the real model runs)
     one_region_at_a_time = False
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None) -> None:
-        self.model: NanoOCR = load_model(Path(model_dir)).to(device)
+        model, self.tok = load_model(Path(model_dir))
+        self.model: NanoOCR = model.to(device)
         self.cfg = self.model.cfg
         self.kind = self.cfg.kind
-        self.tok = CharTokenizer()
         self.device = torch.device(device)
         self.name = f"nano-{self.kind}"
         self.spec = spec or str(model_dir)
         self.params_m = count_m(self.model)
         self.mask_id = self.tok.mask_id
-        self.stop_ids = frozenset({self.tok.eos_id})
+        self.stop_ids = self.tok.stop_ids
         self.max_answer = self.cfg.max_answer
+        self.tables = CharTables(*(torch.from_numpy(a) for a in self.tok.char_tables)).to(self.device)
 
     # ---- regions ---------------------------------------------------------------------------------
 
     def regions(self, page) -> list[Region]:
-        """Text-layer lines when the page has them, else lines segmented from the pixels."""
+        """Text blocks: text-layer lines when the page has them, else lines segmented from pixels."""
         if page.lines:
-            return [
-                Region(bbox=ln.bbox, kind="line", gt_text=ln.text, gt_chars=[(c.c, c.bbox) for c in ln.chars])
-                for ln in page.lines
-            ]
-        return [Region(bbox=b, kind="line") for b in segment_lines(to_gray(page.image))]
+            lines = page.lines
+            boxes = [ln.bbox for ln in lines]
+        else:
+            boxes = segment_lines(to_gray(page.image))
+            lines = None
+        out = []
+        for block in group_blocks(boxes, self.cfg.max_lines):
+            line_boxes = [boxes[i] for i in block]
+            region = Region(bbox=union(line_boxes), kind="text", meta={"lines": line_boxes})
+            if lines is not None:
+                region.gt_text = "\n".join(lines[i].text for i in block)
+                chars: list[tuple[str, tuple]] = []
+                for k, i in enumerate(block):
+                    if k:
+                        b = lines[block[k - 1]].bbox
+                        chars.append(("\n", (b[2], b[1], b[2] + 1.0, b[3])))
+                    chars.extend((c.c, c.bbox) for c in lines[i].chars)
+                region.gt_chars = chars
+            out.append(region)
+        return out
 
     # ---- protocol --------------------------------------------------------------------------------
 
@@ -83,20 +103,20 @@ class NanoBackend:
         return self.tok.decode(ids)
 
     @torch.inference_mode()
-    def encode(self, page, regions: list[Region]) -> NanoContext:
+    def encode(self, page, regions: list[Region], block_length: int | None = None) -> NanoContext:
         gray = to_gray(page.image)
         levels = ink_levels(gray)
-        boxes = [r.bbox for r in regions]
-        ref = reference_height(gray, boxes, levels)
-        crops = [crop_line(gray, b, levels, ref) for b in boxes]
-        if not crops:
+        line_boxes = [r.meta.get("lines") or [r.bbox] for r in regions]
+        ref = reference_height(gray, [b for boxes in line_boxes for b in boxes], levels)
+        crops = [[crop_line(gray, b, levels, ref) for b in boxes] for boxes in line_boxes]
+        flat = [c for cs in crops for c in cs]
+        if not flat:
             raise ValueError("no text lines found on the page")
-        images, widths = collate([c.pixels for c in crops])
+        images, widths = collate([c.pixels for c in flat])
         dtype = next(self.model.parameters()).dtype
         images, widths = images.to(self.device, dtype), widths.to(self.device)
-        visual = self.model.encode(images, widths)
-        enc, enc_len = visual.enc, visual.enc_len
-        logits, kv, key_mask = self.model.prefill(visual, self.tok.bos_id)
+        visual = self.model.encode(images, widths, [len(cs) for cs in crops])
+        logits, kv, key_mask = self.model.prefill(visual, self.tok.image_pad_id, self.tok.bos_id)
         b, p1 = key_mask.shape
         capacity = p1 + 128
         ks, vs = [], []
@@ -108,16 +128,22 @@ class NanoBackend:
             vs.append(vv)
         mask = torch.zeros(b, capacity, dtype=torch.bool, device=self.device)
         mask[:, :p1] = key_mask
-        best = self.model.ctc_head(enc).argmax(-1).cpu().tolist()
+        best = self.model.ctc_head(visual.enc).argmax(-1).cpu().tolist()
         paths = []
-        for row, n in zip(best, enc_len.cpu().tolist()):
+        for row, n in zip(best, visual.enc_len.cpu().tolist()):
             path, prev = [], None
             for t, tok in enumerate(row[:n]):
-                if tok != prev and tok != self.tok.pad_id:
+                if tok != prev and tok != CHARS.pad_id:
                     path.append((tok, 4 * t + 2))
                 prev = tok
             paths.append(path)
-        return NanoContext(ks, vs, mask, p1, logits, crops, paths, prompt_len=p1, alive=list(range(b)))
+        per_region, first = [], 0
+        for cs in crops:
+            per_region.append(paths[first : first + len(cs)])
+            first += len(cs)
+        zero = torch.zeros(b, device=self.device)
+        return NanoContext(ks, vs, mask, p1, logits, crops, per_region, visual.line_starts, zero, zero.clone(),
+                           alive=list(range(b)))
 
     def _ensure(self, ctx: NanoContext, extra: int) -> None:
         cap = ctx.key_mask.shape[1]
@@ -137,7 +163,8 @@ class NanoBackend:
         ctx.key_mask = ctx.key_mask.index_select(0, keep)
         ctx.alive = list(rows)
 
-    def _forward(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor, store: bool, causal: bool):
+    def _forward(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor,
+                 store: bool, causal: bool):
         n = tokens.shape[1]
         t = ctx.length
         want = rows.tolist()
@@ -156,53 +183,73 @@ class NanoBackend:
         if causal:
             inner = torch.tril(inner)
         mask = torch.cat([key_mask[:, None, :].expand(-1, n, -1), inner.expand(len(want), -1, -1)], dim=2)
-        positions = torch.arange(t - ctx.prompt_len, t - ctx.prompt_len + n, device=self.device, dtype=torch.float32)
         hidden, _ = self.model.run_layers(self.model.embed(tokens), positions, mask[:, None], bufs)
         if store:  # the keys/values were written into slots t..t+n in place: make them count
             ctx.key_mask[:, t : t + n] = True
             ctx.length += n
         return self.model.logits(hidden)
 
+    def _walk(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor, known: torch.Tensor):
+        return walk(ctx.line[rows], ctx.col[rows], tokens, known, self.tables, self.cfg.chars_per_token)
+
+    def _store(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor, causal: bool) -> torch.Tensor:
+        """Forward known tokens, store them, and move the rows' reading positions past them."""
+        _, _, line, col = self._walk(ctx, tokens, rows, torch.ones_like(tokens, dtype=torch.bool))
+        logits = self._forward(ctx, tokens, rows, answer_position(ctx.line_starts[rows], line, col), True, causal)
+        ctx.line[rows], ctx.col[rows] = line[:, -1], col[:, -1]
+        return logits
+
     # diffusion
     def block_logits(self, ctx: NanoContext, block: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        return self._forward(ctx, block, rows, store=False, causal=False)
+        line, col, _, _ = self._walk(ctx, block, rows, block != self.mask_id)
+        return self._forward(ctx, block, rows, answer_position(ctx.line_starts[rows], line, col), False, False)
 
     def commit_block(self, ctx: NanoContext, block: torch.Tensor, rows: torch.Tensor) -> None:
-        self._forward(ctx, block, rows, store=True, causal=False)
+        self._store(ctx, block, rows, causal=False)
 
     # autoregressive
     def first_logits(self, ctx: NanoContext) -> torch.Tensor:
         return ctx.first_logits
 
     def next_logits(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        return self._forward(ctx, tokens[:, None], rows, store=True, causal=True)[:, 0]
+        return self._store(ctx, tokens[:, None], rows, causal=True)[:, 0]
 
     # ---- boxes without ground truth ----------------------------------------------------------
 
     def token_boxes(self, page, region: Region, ctx: NanoContext, row: int, ids: list[int]):
-        """Character boxes from the CTC head's greedy path (x positions of the glyphs it fires on)."""
-        crop = ctx.crops[row]
-        path = ctx.ctc_paths[row]
+        """Boxes from the CTC head's greedy path on each line (x positions of the glyphs it fires
+        on); the decoded text's n-th line maps to the region's n-th line image."""
+        crops, paths = ctx.crops[row], ctx.ctc_paths[row]
         texts = [self.tok.token_text(i) if i not in self.stop_ids else "" for i in ids]
-        if not path:
-            return None
-        ctc_text = "".join(self.tok.token_text(t) for t, _ in path)
-        xs = np.array([x for _, x in path], dtype=float)
-        mapping = align.char_map("".join(texts), ctc_text)
-        known = [(k, xs[m]) for k, m in enumerate(mapping) if m is not None]
-        if not known:
-            return None
-        ks, kx = np.array([k for k, _ in known], float), np.array([x for _, x in known], float)
-        centers = np.interp(np.arange(len(mapping)), ks, kx)
-        half = np.diff(centers, prepend=centers[0] - 8, append=centers[-1] + 8) / 2 if len(centers) else []
-        boxes: list = []
-        pos = 0
+        text = "".join(texts)
+        char_boxes: list = []
+        for li, line_text in enumerate(text.split("\n")):
+            k = min(li, len(crops) - 1)
+            char_boxes.extend(_line_char_boxes(line_text, crops[k], paths[k]))
+            char_boxes.append(None)  # the newline
+        boxes, pos = [], 0
         for tok in texts:
-            if not tok:
-                boxes.append(None)
-                continue
-            c0 = centers[pos] - max(2.0, half[pos])
-            c1 = centers[pos + len(tok) - 1] + max(2.0, half[pos + len(tok)])
-            boxes.append(crop.page_box(max(0.0, c0), c1))
+            own = [b for b in char_boxes[pos : pos + len(tok)] if b is not None]
             pos += len(tok)
+            same_line = [b for b in own if own and abs(b[1] - own[0][1]) < 1.0]
+            boxes.append(union(same_line) if same_line else None)
         return boxes
+
+
+def _line_char_boxes(text: str, crop: LineCrop, path: list[tuple[int, int]]) -> list:
+    """Per character of ``text``, its page box on ``crop`` from the CTC path (interpolated)."""
+    if not text:
+        return []
+    if not path:
+        return [None] * len(text)
+    ctc_text = "".join(CHARS.token_text(t) for t, _ in path)
+    xs = np.array([x for _, x in path], dtype=float)
+    mapping = align.char_map(text, ctc_text)
+    known = [(k, xs[m]) for k, m in enumerate(mapping) if m is not None]
+    if not known:
+        return [None] * len(text)
+    ks, kx = np.array([k for k, _ in known], float), np.array([x for _, x in known], float)
+    centers = np.interp(np.arange(len(text)), ks, kx)
+    half = np.diff(centers, prepend=centers[0] - 8, append=centers[-1] + 8) / 2
+    return [crop.page_box(max(0.0, centers[i] - max(2.0, half[i])), centers[i] + max(2.0, half[i + 1]))
+            for i in range(len(text))]

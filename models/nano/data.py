@@ -1,8 +1,9 @@
-"""Training data for the nano models: synthetic pages -> degraded page images -> line samples.
+"""Training data for the nano pair: synthetic pages -> degraded page images -> text-block samples.
 
-Lines are cut exactly as at inference (:func:`preprocess.crop_line` on text-layer boxes), with
-random DPI, blur, noise, contrast and JPEG so renders of scans are not out of range. Batches are
-random word spans of lines, bucketed by width so padding stays small.
+A sample is one text block of a page, cut exactly as at inference: the text-layer lines grouped by
+:func:`mudiff_viz.regions.group_blocks`, each line cropped by :func:`preprocess.crop_line`. Pages
+are rendered at random DPI and damaged at random (blur, contrast, noise, JPEG) so scans are not
+out of range. Some samples take a random run of a block's lines, so short regions are seen too.
 """
 
 from __future__ import annotations
@@ -15,15 +16,23 @@ import numpy as np
 from PIL import Image, ImageFilter
 
 from mudiff_viz import synth
+from mudiff_viz.regions import group_blocks
 
 from .preprocess import crop_line, ink_levels, reference_height, to_gray
 
 
 @dataclass
-class LineSample:
-    pixels: np.ndarray  # (LINE_HEIGHT, w) uint8, ink high
-    text: str
-    char_x: np.ndarray  # (len(text), 2) float32: each character's x-range in line pixels
+class RegionSample:
+    lines: list[np.ndarray]  # per line (LINE_HEIGHT, w) uint8, ink high
+    line_texts: list[str]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.line_texts)
+
+    @property
+    def width(self) -> int:
+        return sum(p.shape[1] for p in self.lines)
 
 
 def degrade(gray: np.ndarray, rng: random.Random) -> np.ndarray:
@@ -46,9 +55,9 @@ def degrade(gray: np.ndarray, rng: random.Random) -> np.ndarray:
     return arr
 
 
-def page_samples(rng: random.Random, split: str = "train", augment: bool = True, dpi: float | None = None,
-                 style: synth.PageStyle | None = None) -> list[LineSample]:
-    """All line samples of one random synthetic page."""
+def page_regions(rng: random.Random, split: str = "train", augment: bool = True, dpi: float | None = None,
+                 style: synth.PageStyle | None = None, max_lines: int = 8) -> list[RegionSample]:
+    """All text-block samples of one random synthetic page."""
     sp = synth.random_page(rng, split, style=style)
     page = sp.render(dpi or rng.uniform(100, 210))
     gray = to_gray(page.image)
@@ -57,88 +66,75 @@ def page_samples(rng: random.Random, split: str = "train", augment: bool = True,
     levels = ink_levels(gray)
     boxes = [ln.bbox for ln in page.lines]
     ref = reference_height(gray, boxes, levels)
-    out = []
+    crops = []
     for line in page.lines:
         mx = rng.uniform(0.1, 0.5) if augment else 0.3
         my = rng.uniform(0.03, 0.25) if augment else 0.12
-        crop = crop_line(gray, line.bbox, levels, ref, margin_x=mx, margin_y=my)
-        xs = np.array([[c.bbox[0], c.bbox[2]] for c in line.chars], dtype=np.float32)
-        out.append(LineSample(crop.pixels, line.text, (xs - crop.x0) * crop.scale))
+        crops.append(crop_line(gray, line.bbox, levels, ref, margin_x=mx, margin_y=my).pixels)
+    out = []
+    for block in group_blocks(boxes, max_lines):
+        if augment and len(block) > 1 and rng.random() < 0.25:  # a run of the block's lines
+            a = rng.randrange(len(block))
+            b = rng.randrange(a, len(block)) + 1
+            block = block[a:b]
+        out.append(RegionSample([crops[i] for i in block], [page.lines[i].text for i in block]))
     return out
 
 
-def random_span(sample: LineSample, rng: random.Random, max_chars: int) -> tuple[np.ndarray, str]:
-    """A random run of whole words of at most ``max_chars`` characters (the whole line if it fits)."""
-    text = sample.text
-    if len(text) <= max_chars:
-        return sample.pixels, text
-    starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == " "]
-    for _ in range(8):
-        s = rng.choice(starts)
-        ends = [i for i, ch in enumerate(text) if ch == " " and s < i <= s + max_chars]
-        if ends:
-            e = rng.choice(ends)
-            break
-    else:
-        s, e = 0, max_chars
-    # cut in the middle of the spaces around the span
-    left = (sample.char_x[s - 1, 0] + sample.char_x[s - 1, 1]) / 2 if s > 0 else 0
-    right = (sample.char_x[e, 0] + sample.char_x[e, 1]) / 2 if e < len(text) else sample.pixels.shape[1]
-    pix = sample.pixels[:, int(max(0, left)) : int(min(sample.pixels.shape[1], right + 1))]
-    pad_l, pad_r = rng.randint(0, 8), rng.randint(0, 8)
-    pix = np.pad(pix, ((0, 0), (pad_l, pad_r)))
-    return pix, text[s:e].strip()
-
-
-class LinePool:
-    """A pool of line samples, refreshed a page at a time so the model keeps seeing new text."""
+class RegionPool:
+    """A pool of region samples, refreshed a page at a time so the model keeps seeing new text."""
 
     def __init__(self, rng: random.Random, pages: int, split: str = "train", log=print) -> None:
         self.rng = rng
         self.split = split
-        self.lines: list[LineSample] = []
+        self.regions: list[RegionSample] = []
         for i in range(pages):
-            self.lines.extend(page_samples(rng, split))
-            if log and (i + 1) % 100 == 0:
-                log(f"data: {i + 1}/{pages} pages, {len(self.lines)} lines")
+            self.regions.extend(page_regions(rng, split))
+            if log and (i + 1) % 50 == 0:
+                log(f"data: {i + 1}/{pages} pages, {len(self.regions)} regions")
         self.cursor = 0
 
     def refresh(self, pages: int = 1) -> None:
-        """Replace the oldest lines with a new page's."""
+        """Replace the oldest regions with a new page's."""
         for _ in range(pages):
-            new = page_samples(self.rng, self.split)
-            for s in new:
-                self.lines[self.cursor % len(self.lines)] = s
+            for s in page_regions(self.rng, self.split):
+                self.regions[self.cursor % len(self.regions)] = s
                 self.cursor += 1
 
     def save(self, path) -> None:
-        """Keep the generated lines (npz: pixels concatenated along x, texts, character boxes)."""
+        """Keep the generated samples (npz: line pixels concatenated along x, texts, lines per region)."""
+        lines = [p for r in self.regions for p in r.lines]
         np.savez_compressed(
             path,
-            pixels=np.concatenate([s.pixels for s in self.lines], axis=1),
-            widths=np.array([s.pixels.shape[1] for s in self.lines]),
-            texts=np.array([s.text for s in self.lines]),
-            char_x=np.concatenate([s.char_x for s in self.lines]),
+            pixels=np.concatenate(lines, axis=1),
+            widths=np.array([p.shape[1] for p in lines]),
+            texts=np.array([t for r in self.regions for t in r.line_texts]),
+            n_lines=np.array([len(r.lines) for r in self.regions]),
         )
 
     @classmethod
-    def load(cls, path, rng: random.Random) -> "LinePool":
+    def load(cls, path, rng: random.Random, split: str = "train") -> "RegionPool":
         with np.load(path) as z:  # each z[key] access decompresses: read every array once
-            pixels, widths, texts, char_x = z["pixels"], z["widths"], z["texts"], z["char_x"]
+            pixels, widths, texts, n_lines = z["pixels"], z["widths"], z["texts"], z["n_lines"]
         pool = cls.__new__(cls)
-        pool.rng, pool.split, pool.cursor, pool.lines = rng, "train", 0, []
+        pool.rng, pool.split, pool.cursor, pool.regions = rng, split, 0, []
         xs = np.cumsum(np.concatenate([[0], widths]))
-        cs = np.cumsum(np.concatenate([[0], [len(t) for t in texts]]))
-        for i, text in enumerate(texts):
-            pool.lines.append(LineSample(pixels[:, xs[i] : xs[i + 1]].copy(), str(text), char_x[cs[i] : cs[i + 1]]))
+        line = 0
+        for n in n_lines:
+            idx = range(line, line + int(n))
+            pool.regions.append(RegionSample([pixels[:, xs[i] : xs[i + 1]].copy() for i in idx], [str(texts[i]) for i in idx]))
+            line += int(n)
         return pool
 
-    def batches(self, batch_size: int, n_batches: int, max_chars: int) -> list[tuple[list[np.ndarray], list[str]]]:
-        """``n_batches`` batches of spans, bucketed by width."""
-        spans = [random_span(self.rng.choice(self.lines), self.rng, max_chars) for _ in range(batch_size * n_batches)]
-        spans = [s for s in spans if s[1]]
-        spans.sort(key=lambda s: s[0].shape[1])
-        out = [spans[i : i + batch_size] for i in range(0, len(spans), batch_size)]
+    def batches(self, budget: int, n_batches: int) -> list[list[RegionSample]]:
+        """About ``n_batches`` batches of regions of similar size, each at most ``budget`` line-pixel
+        columns in all (at least one region)."""
+        picked = [self.rng.choice(self.regions) for _ in range(n_batches * 6)]
+        picked.sort(key=lambda r: r.width)
+        out: list[list[RegionSample]] = [[]]
+        for r in picked:
+            if out[-1] and (len(out[-1]) + 1) * max(r.width, out[-1][-1].width) > budget:
+                out.append([])
+            out[-1].append(r)
         self.rng.shuffle(out)
-        return [([p for p, _ in b], [t for _, t in b]) for b in out if b]
-
+        return out[:n_batches]

@@ -1,16 +1,31 @@
-"""The nano OCR model: MinerU-Diffusion's shape at toy scale, for one text line.
+"""The nano OCR model: MinerU-Diffusion's shape at toy scale, for a text block of several lines.
 
-    line image (1 x 32 x W)
-      -> conv stem (stride 4 across the line) -> 2 transformer layers    = vision encoder
-         (+ a CTC head: an auxiliary loss that makes glyph positions emerge fast on a CPU)
-      -> patch merger 2x (LayerNorm, 2 neighbours, MLP)                   = projector
-      -> decoder over [visual tokens ; <bos> ; answer]                    = SDAR-style decoder
+    lines of a region, each 1 x 32 x W
+      -> conv stem (stride 4 across the line) -> 2 transformer layers     = vision encoder
+         (+ a CTC head over characters: an auxiliary loss, and each visual token's position)
+      -> patch merger 2x (LayerNorm, 2 neighbours, MLP)                    = projector
+      -> the lines' visual tokens concatenated in reading order; they replace the
+         <|image_pad|> placeholders of the prompt [<|image_pad|> x P ; <|im_start|>]
+      -> decoder over [prompt ; answer] with a byte-level BPE vocabulary   = SDAR-style decoder
          (RMSNorm, QK-norm, RoPE, SwiGLU, no biases; the caller passes the attention mask)
 
+Positions. Rotary positions live on one axis of characters, so a glyph and the answer text that
+reads it can meet by relative position:
+
+- a visual token sits at the character index the CTC head reads there, counted from the start of
+  its line, plus the line's start (the CTC character counts of the lines before it, +1 for each
+  line break);
+- the answer's positions come only from text already committed (:func:`walk`): a committed token
+  sits on its last character (the next text starts one position later); inside a block being
+  denoised a token sits on the character before its estimated start: where the committed text
+  before it ends, each still-masked token before it counting ``chars_per_token`` characters.
+  (Sitting on the last character read, not the next one, is the character pair's convention, so
+  its trained decoder layers start this pair.) Masked positions are never aligned to glyphs one by one, so a
+  token further into a block does not know exactly where its glyphs are and leans on its
+  neighbours: the decoding dynamics the real model has.
+
 The same weights serve two twins that differ only in the attention mask and the loss: the AR twin
-is causal over the answer; the diffusion twin is block-causal with bidirectional blocks. Visual
-tokens are left-padded so every row's answer starts at the same position (RoPE is relative, so the
-padding only needs masking).
+is causal over the answer; the diffusion twin is block-causal with bidirectional blocks.
 """
 
 from __future__ import annotations
@@ -30,15 +45,15 @@ class NanoConfig:
     enc_dim: int = 192
     enc_layers: int = 2
     d_model: int = 192
-    n_layers: int = 4
+    n_layers: int = 6
     n_heads: int = 6
     mlp_hidden: int = 512
-    vocab_size: int = 100
+    vocab_size: int = 2048  # decoder vocabulary: byte-level BPE (tokenizer.json beside the weights)
+    ctc_vocab_size: int = 100  # the CTC head's alphabet: characters (CharTokenizer)
     rope_theta: float = 10000.0
-    max_answer: int = 320  # longest answer the decoder is built for (characters of one line)
-    # Visual tokens take their rotary positions from the CTC head's running character count, so
-    # the glyph of character k and answer position k share a position (see NanoOCR.encode).
-    ctc_positions: bool = True
+    max_answer: int = 512  # tokens per region the decoder is built for
+    max_lines: int = 8  # lines per region
+    chars_per_token: float = 3.5  # how far a still-masked token moves the reading position
 
     @property
     def head_dim(self) -> int:
@@ -53,7 +68,6 @@ class NanoConfig:
     def from_dict(d: dict) -> "NanoConfig":
         d = dict(d)
         d["conv_channels"] = tuple(d.get("conv_channels", NanoConfig.conv_channels))
-        d.setdefault("ctc_positions", False)  # configs written before the option used plain positions
         return NanoConfig(**{k: v for k, v in d.items() if k in NanoConfig.__dataclass_fields__})
 
 
@@ -149,9 +163,9 @@ class Block(nn.Module):
 
 
 class VisionEncoder(nn.Module):
-    """Conv stem + transformer layers over horizontal positions; output stride 4 pixels."""
+    """Conv stem + transformer layers over horizontal positions of one line; output stride 4 pixels."""
 
-    def __init__(self, cfg: NanoConfig) -> None:
+    def __init__(self, cfg) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         c_in, h = 1, cfg.image_height
@@ -195,12 +209,93 @@ class PatchMerger(nn.Module):
         return self.mlp(x.reshape(b, w // 2, 2 * d))
 
 
+@torch.no_grad()
+def ctc_frame_positions(ctc_logits: torch.Tensor, lengths: torch.Tensor, blank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per encoder frame, the index of the character the greedy CTC path reads there, and per row
+    the number of characters it reads.
+
+    Frames that emit or repeat character k get k; blank frames after it get k + 0.5 (before the
+    first character: -0.5). Padding frames carry the last value.
+    """
+    best = ctc_logits.argmax(-1)
+    valid = torch.arange(best.shape[1], device=best.device)[None, :] < lengths[:, None]
+    prev = torch.cat([torch.full_like(best[:, :1], blank), best[:, :-1]], dim=1)
+    emit = (best != blank) & (best != prev) & valid
+    idx = torch.cumsum(emit.long(), dim=1) - 1
+    return torch.where(best == blank, idx.float() + 0.5, idx.float()), emit.sum(1)
+
+
+@dataclass
+class CharTables:
+    """Per token id: characters written, newlines among them, characters after the last newline."""
+
+    length: torch.Tensor
+    newlines: torch.Tensor
+    tail: torch.Tensor
+
+    def to(self, device) -> "CharTables":
+        return CharTables(self.length.to(device), self.newlines.to(device), self.tail.to(device))
+
+
+def walk(
+    line0: torch.Tensor,
+    col0: torch.Tensor,
+    ids: torch.Tensor,
+    known: torch.Tensor,
+    tables: CharTables,
+    chars_per_token: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Move a reading position (line, column) along a row of tokens.
+
+    ``line0``/``col0`` (B,): where the row starts; ``ids``/``known`` (B, L). A known token moves the
+    position by its text (a newline goes to column 0 of the next line); an unknown (masked) token
+    by ``chars_per_token`` columns. Returns (line_before, col_before, line_after, col_after), each
+    (B, L): where each token starts and where it ends.
+    """
+    length = torch.where(known, tables.length[ids], torch.full_like(ids, 0, dtype=torch.float32) + chars_per_token)
+    nl = torch.where(known, tables.newlines[ids], torch.zeros_like(length))
+    tail = tables.tail[ids]
+    line_after = line0[:, None] + torch.cumsum(nl, dim=1)
+    run = torch.cumsum(length, dim=1)  # columns moved so far, ignoring newlines
+    idx = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
+    last_nl = torch.cummax(torch.where(nl > 0, idx, torch.full_like(idx, -1)), dim=1).values
+    safe = last_nl.clamp(min=0)
+    since = run - torch.gather(run, 1, safe)  # columns after the last newline token
+    col_after = torch.where(last_nl >= 0, torch.gather(tail, 1, safe) + since, col0[:, None] + run)
+    line_before = torch.cat([line0[:, None], line_after[:, :-1]], dim=1)
+    col_before = torch.cat([col0[:, None].to(col_after.dtype), col_after[:, :-1]], dim=1)
+    return line_before, col_before, line_after, col_after
+
+
+def answer_position(line_starts: torch.Tensor, line: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+    """Rotary position of an answer token whose reading position is (line, column): the line's
+    start on the visual axis plus the column, minus one (the token sits on the character before).
+
+    ``line_starts`` (B, n_lines + 1): the last entry is where text after the last line would start.
+    """
+    line = line.long().clamp(0, line_starts.shape[1] - 1)
+    return torch.gather(line_starts, 1, line) + col - 1.0
+
+
+@dataclass
+class Visual:
+    """The visual tokens of a batch of regions, right-aligned so every row's prompt ends at P-1."""
+
+    enc: torch.Tensor  # (n_lines, W/4, enc_dim) encoder states of every line (CTC head input)
+    enc_len: torch.Tensor  # (n_lines,) valid encoder steps
+    vis: torch.Tensor  # (B, P, d_model) visual tokens of each region, right-aligned
+    vis_mask: torch.Tensor  # (B, P) True on real tokens
+    vis_pos: torch.Tensor  # (B, P) rotary positions of the visual tokens
+    line_starts: torch.Tensor  # (B, max_lines + 1) start of each line on the position axis
+    ctc_counts: torch.Tensor  # (n_lines,) characters the CTC head reads on each line
+
+
 class NanoOCR(nn.Module):
     def __init__(self, cfg: NanoConfig) -> None:
         super().__init__()
         self.cfg = cfg
         self.encoder = VisionEncoder(cfg)
-        self.ctc_head = nn.Linear(cfg.enc_dim, cfg.vocab_size)
+        self.ctc_head = nn.Linear(cfg.enc_dim, cfg.ctc_vocab_size)
         self.projector = PatchMerger(cfg.enc_dim, cfg.d_model)
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.layers = nn.ModuleList(Block(cfg.d_model, cfg.n_heads, cfg.mlp_hidden) for _ in range(cfg.n_layers))
@@ -219,31 +314,58 @@ class NanoOCR(nn.Module):
 
     # ---- vision side -------------------------------------------------------------------------
 
-    def encode(self, images: torch.Tensor, widths: torch.Tensor) -> "Visual":
-        """Line images -> encoder states and visual tokens, right-aligned so all rows end at P-1.
+    def encode(self, images: torch.Tensor, widths: torch.Tensor, lines_per_region: list[int]) -> Visual:
+        """Line images (all lines of all regions, in reading order) -> each region's visual tokens.
 
-        widths: (B,) true pixel widths. With ``ctc_positions`` each visual token's rotary position is
-        the index of the character the CTC head reads there (k for the frames of character k, k+0.5
-        between characters), so answer position k finds its glyph by relative position alone.
+        ``lines_per_region``: how many consecutive lines each region owns.
         """
         enc_len = (widths + 3) // 4
         enc = self.encoder(images, enc_len)
-        vis = self.projector(enc)
+        frame_pos, counts = ctc_frame_positions(self.ctc_head(enc), enc_len, blank=0)
+        vis = self.projector(enc)  # (n_lines, Pl, d)
         vis_len = (enc_len + 1) // 2
-        b, p, _ = vis.shape
-        # right-align: roll each row so its real tokens end at position P-1
-        shift = p - vis_len
-        idx = (torch.arange(p, device=vis.device)[None, :] - shift[:, None]) % p
-        vis = torch.gather(vis, 1, idx[:, :, None].expand(-1, -1, vis.shape[2]))
-        if self.cfg.ctc_positions:
-            frame_pos = ctc_frame_positions(self.ctc_head(enc), enc_len, blank=0)
-            if frame_pos.shape[1] % 2:
-                frame_pos = torch.cat([frame_pos, frame_pos[:, -1:]], 1)
-            pos = torch.gather(frame_pos.view(b, -1, 2).mean(-1), 1, idx)
-        else:  # plain sequence positions: the visual tokens just before <bos> (-1)
-            pos = (torch.arange(p, device=vis.device, dtype=torch.float32) - p - 1).expand(b, p)
-        vis_mask = torch.arange(p, device=vis.device)[None, :] >= shift[:, None]
-        return Visual(enc, enc_len, vis, vis_mask, torch.where(vis_mask, pos, torch.zeros_like(pos)))
+        if frame_pos.shape[1] % 2:
+            frame_pos = torch.cat([frame_pos, frame_pos[:, -1:]], 1)
+        tok_pos = frame_pos.view(frame_pos.shape[0], -1, 2).mean(-1)  # (n_lines, Pl)
+        dev = vis.device
+        b = len(lines_per_region)
+        n_max = max(lines_per_region)
+        region_len = []
+        line_starts = torch.zeros(b, n_max + 1, device=dev)
+        first = 0
+        for r, n in enumerate(lines_per_region):
+            starts = torch.cumsum(torch.cat([torch.zeros(1, device=dev), counts[first : first + n].float() + 1]), 0)
+            line_starts[r, : n + 1] = starts
+            line_starts[r, n + 1 :] = starts[-1]
+            region_len.append(int(vis_len[first : first + n].sum()))
+            first += n
+        p = max(region_len)
+        out = vis.new_zeros(b, p, vis.shape[2])
+        pos = torch.zeros(b, p, device=dev)
+        mask = torch.zeros(b, p, dtype=torch.bool, device=dev)
+        # gather each region's valid tokens, line after line, right-aligned
+        line_idx, tok_idx, row_idx, slot_idx = [], [], [], []
+        first = 0
+        lens = vis_len.tolist()
+        for r, n in enumerate(lines_per_region):
+            slot = p - region_len[r]
+            for li in range(first, first + n):
+                k = lens[li]
+                line_idx += [li] * k
+                tok_idx += range(k)
+                row_idx += [r] * k
+                slot_idx += range(slot, slot + k)
+                slot += k
+            first += n
+        li_t = torch.tensor(line_idx, device=dev)
+        tk_t = torch.tensor(tok_idx, device=dev)
+        rw_t = torch.tensor(row_idx, device=dev)
+        sl_t = torch.tensor(slot_idx, device=dev)
+        out[rw_t, sl_t] = vis[li_t, tk_t]
+        line_of_region = li_t - torch.tensor([sum(lines_per_region[:r]) for r in range(b)], device=dev)[rw_t]
+        pos[rw_t, sl_t] = tok_pos[li_t, tk_t] + line_starts[rw_t, line_of_region]
+        mask[rw_t, sl_t] = True
+        return Visual(enc, enc_len, out, mask, pos, line_starts, counts)
 
     # ---- decoder -----------------------------------------------------------------------------
 
@@ -262,47 +384,29 @@ class NanoOCR(nn.Module):
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden)
 
-    def prefill(self, v: "Visual", bos_id: int):
-        """Prompt = [visual tokens ; <bos>], bidirectional. Returns (logits at <bos>, per-layer kv, key mask).
+    def prompt_embeddings(self, v: Visual, image_pad_id: int, bos_id: int) -> torch.Tensor:
+        """[<|image_pad|> x P ; <|im_start|>] embedded, the placeholders replaced by the visual tokens."""
+        b, p, _ = v.vis.shape
+        ids = torch.full((b, p + 1), image_pad_id, dtype=torch.long, device=v.vis.device)
+        ids[:, -1] = bos_id
+        x = self.embed(ids)
+        return torch.cat([torch.where(v.vis_mask[..., None], v.vis, x[:, :p]), x[:, p:]], dim=1)
 
-        Answer position k (0-based) sits at rotary position k; <bos> at -1."""
+    @staticmethod
+    def prompt_positions(v: Visual) -> torch.Tensor:
+        """(B, P + 1) rotary positions of the prompt; <|im_start|> sits just before the first character."""
+        return torch.cat([v.vis_pos, torch.full_like(v.vis_pos[:, :1], -1.0)], dim=1)
+
+    def prefill(self, v: Visual, image_pad_id: int, bos_id: int):
+        """The prompt, bidirectional. Returns (logits at <|im_start|>, per-layer kv, key mask)."""
         b, p, _ = v.vis.shape
         dev = v.vis.device
-        bos = self.embed(torch.full((b, 1), bos_id, dtype=torch.long, device=dev))
-        x = torch.cat([v.vis, bos], dim=1)
+        x = self.prompt_embeddings(v, image_pad_id, bos_id)
         key_mask = torch.cat([v.vis_mask, torch.ones(b, 1, dtype=torch.bool, device=dev)], dim=1)
         mask = key_mask[:, None, None, :] | torch.eye(p + 1, dtype=torch.bool, device=dev)[None, None]
         hidden, kv = self.run_layers(x, self.prompt_positions(v), mask)
         return self.logits(hidden[:, -1]), kv, key_mask
 
-    @staticmethod
-    def prompt_positions(v: "Visual") -> torch.Tensor:
-        """(B, P + 1) rotary positions of [visual tokens ; <bos>]."""
-        return torch.cat([v.vis_pos, torch.full_like(v.vis_pos[:, :1], -1.0)], dim=1)
-
-
-@dataclass
-class Visual:
-    enc: torch.Tensor  # (B, W/4, enc_dim) encoder states (CTC head input)
-    enc_len: torch.Tensor  # (B,) valid encoder steps
-    vis: torch.Tensor  # (B, P, d_model) visual tokens, right-aligned
-    vis_mask: torch.Tensor  # (B, P) True on real tokens
-    vis_pos: torch.Tensor  # (B, P) rotary positions of the visual tokens
-
-
-@torch.no_grad()
-def ctc_frame_positions(ctc_logits: torch.Tensor, lengths: torch.Tensor, blank: int) -> torch.Tensor:
-    """Per encoder frame, the index of the character the greedy CTC path reads there.
-
-    Frames that emit or repeat character k get k; blank frames after it get k + 0.5 (before the
-    first character: -0.5). Padding frames carry the last value.
-    """
-    best = ctc_logits.argmax(-1)
-    valid = torch.arange(best.shape[1], device=best.device)[None, :] < lengths[:, None]
-    prev = torch.cat([torch.full_like(best[:, :1], blank), best[:, :-1]], dim=1)
-    emit = (best != blank) & (best != prev) & valid
-    idx = torch.cumsum(emit.long(), dim=1) - 1
-    return torch.where(best == blank, idx.float() + 0.5, idx.float())
 
 def param_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
@@ -310,4 +414,3 @@ def param_count(model: nn.Module) -> int:
 
 def count_m(model: nn.Module) -> float:
     return round(param_count(model) / 1e6, 2)
-

@@ -1,16 +1,18 @@
-"""Training objectives of the nano twins: the attention masks and the losses.
+"""Training objectives of the nano twins: the attention masks, the positions and the losses.
 
 AR: [prompt ; answer] with a causal answer, next-token loss.
-Diffusion (SDAR / block diffusion, REFERENCE.md section 4): [prompt ; clean answer ; noisy answer],
-the noisy copy reusing the clean copy's positions, with the four rules
+Diffusion (SDAR / block diffusion): [prompt ; clean answer ; noisy answer], with the four rules
 
     clean -> clean   block-causal (block(k) <= block(q))
     noisy -> clean   strictly earlier blocks
     noisy -> noisy   same block only
     clean -> noisy   never
 
-and cross-entropy on the masked positions. The prompt ([visual tokens ; <bos>]) is visible to all,
-and sees only itself. Both add the CTC loss on the vision encoder.
+and cross-entropy on the masked positions. The prompt is visible to all and sees only itself.
+Positions (model.walk): clean tokens sit on their own last character, exactly as committed text
+does at inference; a noisy block starts from the exact end of the clean text before it and
+counts ``chars_per_token`` for each masked token, as a block being denoised does at inference.
+Both twins add the CTC loss on the vision encoder.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .model import NanoOCR
-from .tokenizer import CharTokenizer
+from .model import CharTables, NanoOCR, Visual, answer_position, walk
+from .preprocess import collate
+from .tokenizer import CharTokenizer, SubwordTokenizer
 
 PROMPT, CLEAN, NOISY = 0, 1, 2
+CHARS = CharTokenizer()
 
 
 def segment_mask(kind: torch.Tensor, block: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -37,11 +41,17 @@ def segment_mask(kind: torch.Tensor, block: torch.Tensor, valid: torch.Tensor) -
     return (allow | eye)[:, None]
 
 
-def ctc_loss(model: NanoOCR, enc: torch.Tensor, enc_len: torch.Tensor, targets: list[list[int]], blank: int) -> torch.Tensor:
-    logp = model.ctc_head(enc).float().log_softmax(-1).transpose(0, 1)  # T, B, V
+def encode_batch(model: NanoOCR, batch) -> Visual:
+    images, widths = collate([p for r in batch for p in r.lines], multiple=64)
+    return model.encode(images, widths, [len(r.lines) for r in batch])
+
+
+def ctc_loss(model: NanoOCR, v: Visual, batch) -> torch.Tensor:
+    targets = [CHARS.encode(t) for r in batch for t in r.line_texts]
+    logp = model.ctc_head(v.enc).float().log_softmax(-1).transpose(0, 1)  # T, B, V
     flat = torch.tensor([t for seq in targets for t in seq], dtype=torch.long)
     lens = torch.tensor([len(seq) for seq in targets], dtype=torch.long)
-    return F.ctc_loss(logp, flat, enc_len, lens, blank=blank, zero_infinity=True)
+    return F.ctc_loss(logp, flat, v.enc_len, lens, blank=CHARS.pad_id, zero_infinity=True)
 
 
 def _pad(seqs: list[list[int]], value: int) -> torch.Tensor:
@@ -49,69 +59,83 @@ def _pad(seqs: list[list[int]], value: int) -> torch.Tensor:
     return torch.tensor([s + [value] * (n - len(s)) for s in seqs], dtype=torch.long)
 
 
-def ar_loss(model: NanoOCR, tok: CharTokenizer, images, widths, texts: list[str], ctc_weight: float = 0.5):
-    v = model.encode(images, widths)
-    enc, enc_len, vis, vis_mask = v.enc, v.enc_len, v.vis, v.vis_mask
-    ids = [tok.encode(t) for t in texts]
+def ar_loss(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, batch, ctc_weight: float = 0.5):
+    v = encode_batch(model, batch)
+    ids = [tok.encode(r.text) for r in batch]
     inputs = _pad(ids, tok.pad_id)  # t1..tn
     targets = _pad([s + [tok.eos_id] for s in ids], tok.pad_id)  # t1..tn, eos
-    b, p = vis_mask.shape
+    b, p = v.vis_mask.shape
     n = inputs.shape[1]
-    bos = torch.full((b, 1), tok.bos_id, dtype=torch.long)
-    x = torch.cat([vis, model.embed(torch.cat([bos, inputs], 1))], 1)
+    real = inputs != tok.pad_id
+    zero = torch.zeros(b)
+    _, _, line, col = walk(zero, zero, inputs, real, tables, model.cfg.chars_per_token)
+    positions = torch.cat([model.prompt_positions(v), answer_position(v.line_starts, line, col)], 1)
+    x = torch.cat([model.prompt_embeddings(v, tok.image_pad_id, tok.bos_id), model.embed(inputs)], 1)
     kind = torch.cat([torch.full((b, p + 1), PROMPT), torch.full((b, n), CLEAN)], 1)
     block = torch.cat([torch.full((b, p + 1), -1), torch.arange(n).expand(b, n)], 1)
-    valid = torch.cat([vis_mask, torch.ones(b, 1, dtype=torch.bool), inputs != tok.pad_id], 1)
-    positions = torch.cat([model.prompt_positions(v), torch.arange(n, dtype=torch.float32).expand(b, n)], 1)
+    valid = torch.cat([v.vis_mask, torch.ones(b, 1, dtype=torch.bool), real], 1)
     hidden, _ = model.run_layers(x, positions, segment_mask(kind, block, valid))
-    logits = model.logits(hidden[:, p:])  # predictions from <bos>, t1..tn
-    main = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=tok.pad_id)
-    ctc = ctc_loss(model, enc, enc_len, ids, tok.pad_id)
-    return main + ctc_weight * ctc, {"ce": main.item(), "ctc": ctc.item()}
+    logits = model.logits(hidden[:, p:])  # predictions from <|im_start|>, t1..tn
+    flat_t = targets.reshape(-1)
+    main = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), flat_t, ignore_index=tok.pad_id)
+    with torch.no_grad():
+        keep = flat_t != tok.pad_id
+        acc = (logits.reshape(-1, logits.shape[-1]).argmax(-1)[keep] == flat_t[keep]).float().mean()
+    ctc = ctc_loss(model, v, batch)
+    return main + ctc_weight * ctc, {"ce": main.item(), "acc": acc.item(), "ctc": ctc.item()}
 
 
 def diffusion_loss(
     model: NanoOCR,
-    tok: CharTokenizer,
-    images,
-    widths,
-    texts: list[str],
+    tok: SubwordTokenizer,
+    tables: CharTables,
+    batch,
     block_size: int,
     generator: torch.Generator,
     ctc_weight: float = 0.5,
     eps: float = 1e-3,
 ):
-    v = model.encode(images, widths)
-    enc, enc_len, vis, vis_mask = v.enc, v.enc_len, v.vis, v.vis_mask
-    ids = [tok.encode(t) for t in texts]
+    v = encode_batch(model, batch)
+    ids = [tok.encode(r.text) for r in batch]
     answers = []
-    for s in ids:  # text, <eos>, then <eos> up to the end of that block
+    for s in ids:  # text, <|endoftext|>, then <|endoftext|> up to the end of that block
         n = len(s) + 1
         n_full = -(-n // block_size) * block_size
         answers.append(s + [tok.eos_id] * (n_full - len(s)))
     clean = _pad(answers, tok.pad_id)
-    b, p = vis_mask.shape
+    b, p = v.vis_mask.shape
     n = clean.shape[1]
     real = clean != tok.pad_id
     t = torch.rand(b, 1, generator=generator)
     prob = (1 - eps) * t + eps
     masked = (torch.rand(b, n, generator=generator) < prob) & real
-    # at least one masked token per row
-    none = ~masked.any(1)
+    none = ~masked.any(1)  # at least one masked token per row
     if none.any():
         first = torch.argmax(real.float() * torch.rand(b, n, generator=generator), dim=1)
         masked[none, first[none]] = True
     noisy = torch.where(masked, torch.full_like(clean, tok.mask_id), clean)
-    bos = torch.full((b, 1), tok.bos_id, dtype=torch.long)
-    x = torch.cat([vis, model.embed(torch.cat([bos, clean, noisy], 1))], 1)
+    c = model.cfg.chars_per_token
+    zero = torch.zeros(b)
+    line_b, col_b, line_a, col_a = walk(zero, zero, clean, real, tables, c)
+    clean_pos = answer_position(v.line_starts, line_a, col_a)
+    nb = n // block_size  # each noisy block starts where the clean text before it ends
+    starts = torch.arange(nb) * block_size
+    nl_b, nc_b, _, _ = walk(
+        line_b[:, starts].reshape(-1), col_b[:, starts].reshape(-1),
+        noisy.view(b * nb, block_size), (real & ~masked).view(b * nb, block_size), tables, c,
+    )
+    noisy_pos = answer_position(v.line_starts.repeat_interleave(nb, 0), nl_b, nc_b).view(b, n)
+    x = torch.cat([model.prompt_embeddings(v, tok.image_pad_id, tok.bos_id), model.embed(torch.cat([clean, noisy], 1))], 1)
     ans_block = (torch.arange(n) // block_size).expand(b, n)
     kind = torch.cat([torch.full((b, p + 1), PROMPT), torch.full((b, n), CLEAN), torch.full((b, n), NOISY)], 1)
     block = torch.cat([torch.full((b, p + 1), -1), ans_block, ans_block], 1)
-    valid = torch.cat([vis_mask, torch.ones(b, 1, dtype=torch.bool), real, real], 1)
-    ans_pos = torch.arange(n, dtype=torch.float32).expand(b, n)
-    positions = torch.cat([model.prompt_positions(v), ans_pos, ans_pos], 1)
+    valid = torch.cat([v.vis_mask, torch.ones(b, 1, dtype=torch.bool), real, real], 1)
+    positions = torch.cat([model.prompt_positions(v), clean_pos, noisy_pos], 1)
     hidden, _ = model.run_layers(x, positions, segment_mask(kind, block, valid))
     logits = model.logits(hidden[:, p + 1 + n :])
-    main = F.cross_entropy(logits[masked], clean[masked])
-    ctc = ctc_loss(model, enc, enc_len, ids, tok.pad_id)
-    return main + ctc_weight * ctc, {"ce": main.item(), "ctc": ctc.item(), "masked": masked.float().mean().item()}
+    main = F.cross_entropy(logits[masked].float(), clean[masked])
+    with torch.no_grad():
+        acc = (logits[masked].argmax(-1) == clean[masked]).float().mean()
+    ctc = ctc_loss(model, v, batch)
+    return main + ctc_weight * ctc, {"ce": main.item(), "acc": acc.item(), "ctc": ctc.item(),
+                                     "masked": masked.float().mean().item()}

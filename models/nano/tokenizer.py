@@ -1,18 +1,39 @@
-"""Character-level tokenizer of the nano OCR models: printable ASCII, newline and five specials."""
+"""Tokenizers of the nano models.
+
+- :class:`SubwordTokenizer`: the decoder's vocabulary, a byte-level BPE trained with ``tokenizers``
+  on the training split only (as the real model's Qwen2 vocabulary is byte-level BPE). Its special
+  tokens mirror the real model's: ``<|endoftext|>`` and ``<|im_end|>`` stop a decode,
+  ``<|im_start|>`` opens the answer, ``<|image_pad|>`` is the placeholder the visual tokens replace,
+  ``<|MASK|>`` is the diffusion mask.
+- :class:`CharTokenizer`: printable ASCII, the alphabet of the vision encoder's CTC head (and the
+  whole vocabulary of the character pair, ``nano-char``).
+
+Train the subword vocabulary (written next to the weights as ``tokenizer.json``)::
+
+    python -m models.nano.tokenizer --out runs/tokenizer.json --vocab-size 2048
+"""
 
 from __future__ import annotations
 
+import argparse
+import random
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
 PRINTABLE = "".join(chr(c) for c in range(32, 127))
-SPECIALS = ("<pad>", "<bos>", "<eos>", "<mask>")
+CHAR_SPECIALS = ("<pad>", "<bos>", "<eos>", "<mask>")
+SUBWORD_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|image_pad|>", "<|MASK|>", "<|pad|>")
 
 
 class CharTokenizer:
     """ids 0..3 are specials (<pad> doubles as the CTC blank), then newline, then printable ASCII."""
 
     def __init__(self) -> None:
-        self.itos: list[str] = list(SPECIALS) + ["\n"] + list(PRINTABLE)
+        self.itos: list[str] = list(CHAR_SPECIALS) + ["\n"] + list(PRINTABLE)
         self.stoi = {s: i for i, s in enumerate(self.itos)}
-        self.pad_id, self.bos_id, self.eos_id, self.mask_id = (self.stoi[s] for s in SPECIALS)
+        self.pad_id, self.bos_id, self.eos_id, self.mask_id = (self.stoi[s] for s in CHAR_SPECIALS)
         self.unk_id = self.stoi["?"]
 
     @property
@@ -27,4 +48,104 @@ class CharTokenizer:
         return self.itos[token_id] if 0 <= token_id < len(self.itos) else "<unk>"
 
     def decode(self, ids) -> str:
-        return "".join(self.itos[i] for i in ids if i >= len(SPECIALS))
+        return "".join(self.itos[i] for i in ids if i >= len(CHAR_SPECIALS))
+
+
+class SubwordTokenizer:
+    """A byte-level BPE (``tokenizer.json``) with the real model's special tokens at ids 0..5."""
+
+    def __init__(self, path: str | Path) -> None:
+        from tokenizers import Tokenizer
+
+        self.path = Path(path)
+        self.tok = Tokenizer.from_file(str(self.path))
+        ids = [self.tok.token_to_id(s) for s in SUBWORD_SPECIALS]
+        if ids != list(range(len(SUBWORD_SPECIALS))):
+            raise ValueError(f"{path}: special tokens must be {SUBWORD_SPECIALS} at ids 0..5, got {ids}")
+        self.eos_id, self.bos_id, self.im_end_id, self.image_pad_id, self.mask_id, self.pad_id = ids
+        self.stop_ids = frozenset({self.eos_id, self.im_end_id})
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tok.get_vocab_size()
+
+    def encode(self, text: str) -> list[int]:
+        return self.tok.encode(text).ids
+
+    def decode(self, ids) -> str:
+        return self.tok.decode([int(i) for i in ids if int(i) >= len(SUBWORD_SPECIALS)])
+
+    def token_text(self, token_id: int) -> str:
+        """Display text of one id; specials keep their names."""
+        if 0 <= token_id < len(SUBWORD_SPECIALS):
+            return SUBWORD_SPECIALS[token_id]
+        if not 0 <= token_id < self.vocab_size:
+            return "<unk>"
+        return self.tok.decode([token_id])
+
+    @cached_property
+    def char_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per id: characters it writes, newlines among them, characters after its last newline.
+
+        These move a reading position along committed text (see ``model.walk``); specials write
+        nothing."""
+        n = self.vocab_size
+        length, newlines, tail = np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros(n, np.float32)
+        for i in range(len(SUBWORD_SPECIALS), n):
+            text = self.tok.decode([i])
+            length[i] = len(text)
+            newlines[i] = text.count("\n")
+            tail[i] = len(text) - text.rfind("\n") - 1 if "\n" in text else len(text)
+        return length, newlines, tail
+
+    def chars_per_token(self, texts: list[str]) -> float:
+        n = sum(len(self.encode(t)) for t in texts)
+        return sum(len(t) for t in texts) / max(1, n)
+
+
+def wrap_like_lines(text: str, rng: random.Random, every: float = 12.0) -> str:
+    """Break a paragraph at some spaces, as line wrapping does, so merges across '\\n' are learnt."""
+    words = text.split(" ")
+    out = [words[0]]
+    for w in words[1:]:
+        out.append(("\n" if rng.random() < 1.0 / every else " ") + w)
+    return "".join(out)
+
+
+def train_tokenizer(texts: list[str], vocab_size: int, seed: int = 0):
+    """Train the byte-level BPE on ``texts`` (the training split); returns a ``tokenizers.Tokenizer``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    rng = random.Random(seed)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SUBWORD_SPECIALS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator([wrap_like_lines(t, rng) for t in texts], trainer)
+    return tok
+
+
+def main(argv=None) -> None:
+    from mudiff_viz import synth
+
+    ap = argparse.ArgumentParser(prog="python -m models.nano.tokenizer", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--vocab-size", type=int, default=2048)
+    args = ap.parse_args(argv)
+    train = [p for d in synth.documents("train") for p in d.paragraphs]
+    tok = train_tokenizer(train, args.vocab_size)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tok.save(str(args.out))
+    sub = SubwordTokenizer(args.out)
+    test = [p for d in synth.documents("test") for p in d.paragraphs]
+    print(f"wrote {args.out}: {sub.vocab_size} ids; characters per token: train {sub.chars_per_token(train):.3f}, "
+          f"test {sub.chars_per_token(test):.3f}")
+
+
+if __name__ == "__main__":
+    main()

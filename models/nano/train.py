@@ -1,13 +1,16 @@
-"""Train a nano OCR twin on synthetic pages, on a CPU.
+"""Train a nano OCR twin (subword pair) on synthetic pages, on a CPU.
 
-    python -m models.nano.train --kind ar --out runs/nano-ar --steps 6000
-    python -m models.nano.train --kind diffusion --init runs/nano-ar/model.safetensors \\
-        --out runs/nano-diffusion --steps 4000
+    python -m models.nano.tokenizer --out runs/tokenizer.json
+    python -m models.nano.train --kind ar --init-char assets/models/nano-char-ar \\
+        --tokenizer runs/tokenizer.json --out runs/nano-ar --steps 4000
+    python -m models.nano.train --kind diffusion --init runs/nano-ar --out runs/nano-diffusion --steps 4000
 
-Recipe (see docs/nano-models.md): the AR twin first (next-token loss + CTC on the encoder), then
-the diffusion twin initialised from the AR weights and switched to the block-diffusion objective,
-as SDAR converts an AR model. Seeded, logs to OUT/train.log and OUT/metrics.jsonl, checkpoints to
-OUT/checkpoint.safetensors (weights, optimiser state and progress; no pickle) and resumes from it.
+Recipe (docs/nano-models.md): the AR twin first, started from the character pair's AR twin (its
+vision encoder, CTC head, projector and decoder layers; the subword embeddings start as the mean
+of their characters' embeddings), then the diffusion twin initialised from the AR weights and
+switched to the block-diffusion objective, as SDAR converts an AR model. Seeded; logs to
+OUT/train.log and OUT/metrics.jsonl; checkpoints to OUT/checkpoint.safetensors (weights,
+optimiser state, progress and RNG states; no pickle) and resumes from it.
 """
 
 from __future__ import annotations
@@ -22,43 +25,39 @@ from pathlib import Path
 import numpy as np
 import torch
 from rapidfuzz.distance import Levenshtein
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from .data import LinePool, page_samples
-from .model import NanoConfig, NanoOCR, count_m
-from .objectives import ar_loss, diffusion_loss
-from .preprocess import collate
-from .tokenizer import CharTokenizer
-from .weights import save_model
+from .data import RegionPool, page_regions
+from .model import CharTables, NanoConfig, NanoOCR, count_m
+from .objectives import CHARS, ar_loss, diffusion_loss, encode_batch
+from .tokenizer import SubwordTokenizer
+from .weights import load_model, save_model
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m models.nano.train", description=__doc__.split("\n\n")[0])
     ap.add_argument("--kind", choices=["ar", "diffusion"], required=True)
     ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--steps", type=int, default=6000)
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--warmup", type=int, default=200)
-    ap.add_argument("--init", type=Path, help="start from these weights (the AR twin, for diffusion)")
-    ap.add_argument("--pool-pages", type=int, default=300, help="pages in the line pool")
+    ap.add_argument("--steps", type=int, default=4000)
+    ap.add_argument("--budget", type=int, default=24000, help="line-image columns per batch (all lines of all regions)")
+    ap.add_argument("--lr", type=float, default=1.5e-3)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--init", type=Path, help="start from these weights (a directory of this pair: the AR twin, for diffusion)")
+    ap.add_argument("--init-char", type=Path, help="start from the character pair's weights (directory)")
+    ap.add_argument("--tokenizer", type=Path, help="tokenizer.json (with --init-char; --init brings its own)")
+    ap.add_argument("--layers", type=int, default=6, help="decoder layers (with --init-char)")
+    ap.add_argument("--pool-pages", type=int, default=250, help="pages in the region pool")
     ap.add_argument("--pool-cache", type=Path, help="save/load the initial pool here (reused across runs)")
     ap.add_argument("--refresh-every", type=int, default=4, help="add a fresh page every N steps")
     ap.add_argument("--log-every", type=int, default=25)
     ap.add_argument("--eval-every", type=int, default=250)
-    ap.add_argument("--checkpoint-every", type=int, default=250)
+    ap.add_argument("--checkpoint-every", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--ctc-weight", type=float, default=0.5)
-    ap.add_argument("--block-sizes", default="4:0.1,8:0.15,16:0.2,32:0.55", help="diffusion block size mix")
-    ap.add_argument("--span-mix", default="32:0.3,64:0.4,400:0.3", help="max characters per span : share")
+    ap.add_argument("--ctc-weight", type=float, default=0.3)
+    ap.add_argument("--block-sizes", default="8:0.2,16:0.3,32:0.5", help="diffusion block size mix")
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast")
-    ap.add_argument("--ctc-positions", action=argparse.BooleanOptionalAction, default=True,
-                    help="visual tokens take rotary positions from the CTC head's character count")
-    # model size (ignored with --init, which brings its config)
-    ap.add_argument("--d-model", type=int, default=192)
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--enc-layers", type=int, default=2)
     return ap.parse_args(argv)
 
 
@@ -93,8 +92,7 @@ def save_checkpoint(path: Path, model: NanoOCR, opt: torch.optim.Optimizer, meta
     names = {id(p): n for n, p in model.named_parameters()}
     for group in opt.param_groups:
         for p in group["params"]:
-            state = opt.state.get(p, {})
-            for key, val in state.items():
+            for key, val in opt.state.get(p, {}).items():
                 if torch.is_tensor(val):
                     tensors[f"opt.{names[id(p)]}.{key}"] = val.detach().contiguous().reshape(val.shape)
     tmp = path.with_suffix(".tmp")
@@ -103,8 +101,6 @@ def save_checkpoint(path: Path, model: NanoOCR, opt: torch.optim.Optimizer, meta
 
 
 def load_checkpoint(path: Path, model: NanoOCR, opt: torch.optim.Optimizer) -> dict:
-    from safetensors import safe_open
-
     tensors = load_file(str(path))
     model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
     params = dict(model.named_parameters())
@@ -116,31 +112,74 @@ def load_checkpoint(path: Path, model: NanoOCR, opt: torch.optim.Optimizer) -> d
         return json.loads(f.metadata()["meta"])
 
 
+def init_from_char(char_dir: Path, tok: SubwordTokenizer, n_layers: int, chars_per_token: float) -> NanoOCR:
+    """A subword model started from the character pair: every shared part copied; decoder layers
+    past the character model's depth start as identities (output projections zero); a subword's
+    embedding is the mean of its characters' embeddings and its output row its first character's."""
+    from models.nano_char.weights import load_model as load_char
+
+    char = load_char(char_dir)
+    cfg = NanoConfig(
+        kind="ar", conv_channels=char.cfg.conv_channels, enc_dim=char.cfg.enc_dim, enc_layers=char.cfg.enc_layers,
+        d_model=char.cfg.d_model, n_layers=n_layers, n_heads=char.cfg.n_heads, mlp_hidden=char.cfg.mlp_hidden,
+        vocab_size=tok.vocab_size, ctc_vocab_size=char.cfg.vocab_size, rope_theta=char.cfg.rope_theta,
+        chars_per_token=chars_per_token,
+    )
+    model = NanoOCR(cfg)
+    src = char.state_dict()
+    state = model.state_dict()
+    for key in state:
+        if key.startswith(("encoder.", "ctc_head.", "projector.", "norm.")):
+            state[key] = src[key].clone()
+        elif key.startswith("layers."):
+            i = int(key.split(".")[1])
+            j = i if i < char.cfg.n_layers else char.cfg.n_layers - 1 - (i - char.cfg.n_layers) % char.cfg.n_layers
+            state[key] = src[key.replace(f"layers.{i}.", f"layers.{j}.", 1)].clone()
+            if i >= char.cfg.n_layers and key.endswith(("attn.o.weight", "mlp.down.weight")):
+                state[key] = torch.zeros_like(state[key])
+    emb, head = src["embed.weight"], src["lm_head.weight"]
+    special = {tok.eos_id: CHARS.eos_id, tok.im_end_id: CHARS.eos_id, tok.bos_id: CHARS.bos_id,
+               tok.mask_id: CHARS.mask_id, tok.pad_id: CHARS.pad_id, tok.image_pad_id: CHARS.pad_id}
+    gen = torch.Generator().manual_seed(0)
+    for i in range(tok.vocab_size):
+        chars = [special[i]] if i in special else CHARS.encode(tok.token_text(i)) or [CHARS.unk_id]
+        state["embed.weight"][i] = emb[chars].mean(0)
+        state["lm_head.weight"][i] = head[chars[0]] + 0.01 * torch.randn(head.shape[1], generator=gen)
+    model.load_state_dict(state)
+    return model
+
+
+def char_tables(tok: SubwordTokenizer) -> CharTables:
+    return CharTables(*(torch.from_numpy(a) for a in tok.char_tables))
+
+
 @torch.no_grad()
-def quick_eval(model: NanoOCR, tok: CharTokenizer, samples, kind: str, gen: torch.Generator) -> dict:
-    """Line CER of the CTC head (greedy) and teacher-forced token accuracy of the decoder."""
+def quick_eval(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, batches, kind: str) -> dict:
+    """CTC line CER (greedy) and the decoder's teacher-forced loss and token accuracy."""
     model.eval()
-    imgs = [s.pixels for s in samples]
-    texts = [s.text for s in samples]
-    x, w = collate(imgs)
-    v = model.encode(x, w)
-    enc, enc_len = v.enc, v.enc_len
-    best = model.ctc_head(enc).argmax(-1)
     errs = total = 0
-    for row, n, ref in zip(best.tolist(), enc_len.tolist(), texts):
-        out, prev = [], None
-        for t in row[:n]:
-            if t != prev and t != tok.pad_id:
-                out.append(t)
-            prev = t
-        errs += Levenshtein.distance(tok.decode(out), ref)
-        total += len(ref)
-    if kind == "ar":
-        loss, parts = ar_loss(model, tok, x, w, texts)
-    else:
-        loss, parts = diffusion_loss(model, tok, x, w, texts, 32, gen)
+    ce = acc = 0.0
+    gen = torch.Generator().manual_seed(0)
+    for batch in batches:
+        v = encode_batch(model, batch)
+        best = model.ctc_head(v.enc).argmax(-1)
+        texts = [t for r in batch for t in r.line_texts]
+        for row, n, ref in zip(best.tolist(), v.enc_len.tolist(), texts):
+            out, prev = [], None
+            for t in row[:n]:
+                if t != prev and t != CHARS.pad_id:
+                    out.append(t)
+                prev = t
+            errs += Levenshtein.distance(CHARS.decode(out), ref)
+            total += len(ref)
+        if kind == "ar":
+            _, parts = ar_loss(model, tok, tables, batch)
+        else:
+            _, parts = diffusion_loss(model, tok, tables, batch, 32, gen)
+        ce += parts["ce"] / len(batches)
+        acc += parts["acc"] / len(batches)
     model.train()
-    return {"ctc_cer": errs / max(1, total), "val_ce": parts["ce"]}
+    return {"ctc_cer": errs / max(1, total), "val_ce": ce, "val_acc": acc}
 
 
 def main(argv=None) -> None:
@@ -148,24 +187,25 @@ def main(argv=None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(args.threads)
     log = Logger(args.out)
-    tok = CharTokenizer()
     rng = random.Random(args.seed)
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
 
     if args.init:
-        from .weights import load_model
-
-        model = load_model(args.init.parent if args.init.is_file() else args.init, dtype=torch.float32)
+        model, tok = load_model(args.init)
+        tokenizer_path = args.init / "tokenizer.json"
         model.cfg.kind = args.kind
-        model.cfg.ctc_positions = args.ctc_positions
+    elif args.init_char and args.tokenizer:
+        tok = SubwordTokenizer(args.tokenizer)
+        tokenizer_path = args.tokenizer
+        from mudiff_viz import synth
+
+        train_text = [p for d in synth.documents("train") for p in d.paragraphs]
+        model = init_from_char(args.init_char, tok, args.layers, round(tok.chars_per_token(train_text), 3))
+        model.cfg.kind = args.kind
     else:
-        cfg = NanoConfig(
-            kind=args.kind, d_model=args.d_model, n_layers=args.layers, n_heads=args.d_model // 32,
-            mlp_hidden=int(args.d_model * 8 / 3) // 32 * 32, enc_dim=args.d_model, enc_layers=args.enc_layers,
-            vocab_size=tok.vocab_size, ctc_positions=args.ctc_positions,
-        )
-        model = NanoOCR(cfg)
+        raise SystemExit("error: give --init DIR, or --init-char DIR with --tokenizer FILE")
+    tables = char_tables(tok)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
     ckpt = args.out / "checkpoint.safetensors"
@@ -180,56 +220,55 @@ def main(argv=None) -> None:
 
     pool = make_pool(args, rng, log)
     val_rng = random.Random(12345)
-    val = [s for _ in range(3) for s in page_samples(val_rng, "val", augment=False, dpi=150)][:96]
-    spans, span_p = parse_mix(args.span_mix)
+    val = [s for _ in range(4) for s in page_regions(val_rng, "val", augment=False, dpi=150)]
+    val_batches = [val[i : i + 6] for i in range(0, min(len(val), 36), 6)]
     blocks, block_p = parse_mix(args.block_sizes)
     queue: list = []
-    t0, seen_chars = time.time(), 0
+    t0, seen_tokens = time.time(), 0
     while step < args.steps:
         if not queue:
-            queue = pool.batches(args.batch, 8, rng.choices(spans, span_p)[0])
-        imgs, texts = queue.pop()
-        x, w = collate(imgs, multiple=64)  # few distinct shapes: oneDNN caches one primitive per shape
+            queue = pool.batches(args.budget, 8)
+        batch = queue.pop()
         for g in opt.param_groups:
             g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
             if args.kind == "ar":
-                loss, parts = ar_loss(model, tok, x, w, texts, args.ctc_weight)
+                loss, parts = ar_loss(model, tok, tables, batch, args.ctc_weight)
             else:
                 bs = rng.choices(blocks, block_p)[0]
-                loss, parts = diffusion_loss(model, tok, x, w, texts, bs, gen, args.ctc_weight)
+                loss, parts = diffusion_loss(model, tok, tables, batch, bs, gen, args.ctc_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
         opt.step()
         step += 1
-        seen_chars += sum(len(t) for t in texts)
+        seen_tokens += sum(len(r.text) for r in batch)
         if step % args.refresh_every == 0:
             pool.refresh(1)
         if step % args.log_every == 0:
             el = time.time() - t0
             log(f"step {step} loss {loss.item():.4f} " + " ".join(f"{k} {v:.4f}" for k, v in parts.items())
-                + f" gnorm {gnorm:.2f} lr {opt.param_groups[0]['lr']:.2e} {el / args.log_every:.2f}s/step width {x.shape[-1]}")
-            log.record({"step": step, "loss": loss.item(), **parts, "time": time.time(), "chars": seen_chars})
+                + f" gnorm {gnorm:.2f} lr {opt.param_groups[0]['lr']:.2e} {el / args.log_every:.2f}s/step regions {len(batch)}")
+            log.record({"step": step, "loss": loss.item(), **parts, "time": time.time(), "chars": seen_tokens})
             t0 = time.time()
         if step % args.eval_every == 0 or step == args.steps:
-            ev = quick_eval(model, tok, val, args.kind, torch.Generator().manual_seed(0))
+            ev = quick_eval(model, tok, tables, val_batches, args.kind)
             log(f"eval step {step} " + " ".join(f"{k} {v:.4f}" for k, v in ev.items()))
             log.record({"step": step, "eval": ev, "time": time.time()})
         if step % args.checkpoint_every == 0 or step == args.steps:
             meta = {"step": step, "py_rng": _list_state(rng.getstate()), "torch_rng": gen.get_state().tolist()}
             save_checkpoint(ckpt, model, opt, meta)
-            save_model(model, args.out)
+            save_model(model, args.out, tokenizer_path)
     log(f"done: {step} steps; weights in {args.out}")
 
 
-def make_pool(args, rng: random.Random, log) -> LinePool:
+def make_pool(args, rng: random.Random, log) -> RegionPool:
     cache = args.pool_cache
     if cache and cache.exists():
-        pool = LinePool.load(cache, rng)
-        log(f"data: loaded {len(pool.lines)} lines from {cache}")
+        pool = RegionPool.load(cache, rng)
+        log(f"data: loaded {len(pool.regions)} regions from {cache}")
         return pool
-    pool = LinePool(rng, args.pool_pages, log=log)
+    pool = RegionPool(rng, args.pool_pages, log=log)
     if cache:
         pool.save(cache)
     return pool

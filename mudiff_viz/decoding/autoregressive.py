@@ -82,7 +82,7 @@ def decode_autoregressive(backend, page, regions, params: ARParams, progress: Pr
         if progress and (t + 1) % 16 == 0:
             progress(t + 1, params.max_new_tokens)
     recorder.flush(clock)
-    trace_params = {"decoder": "ar", **asdict(params), "n_regions": n_rows}
+    trace_params = {"decoder": "ar", **asdict(params), "n_regions": n_rows, "exec_mode": getattr(backend, "exec_mode", "eager")}
     return build_trace(
         decoder="ar", backend=backend, page=page, regions=regions, params=trace_params,
         ids=out_ids, commit_clock=out_clock, confidence=out_conf, n_generated=[len(x) for x in out_ids],

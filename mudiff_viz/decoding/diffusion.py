@@ -1,7 +1,7 @@
 """Block diffusion decoding with every denoising step recorded.
 
 Reproduces the official ``low_confidence_dynamic`` loop of MinerU-Diffusion / SDAR
-(REFERENCE.md section 2), batched over regions, with its pitfalls fixed:
+(docs/real-models.md#the-decoding-loop), batched over regions, with its pitfalls fixed:
 
 - the per-step quota is clamped to the masked positions left (no re-commit of decoded positions);
 - ``temperature == 0`` is a real deterministic mode (argmax, confidences from the T = 1 softmax);
@@ -67,7 +67,7 @@ def decode_diffusion(backend, page, regions, params: DiffusionParams, progress: 
     params.check()
     device = backend.device
     clock = Clock()
-    ctx = backend.encode(page, regions)
+    ctx = backend.encode(page, regions, block_length=params.block_length)
     _sync(device)
     clock.mark_prefill()
     gen = torch.Generator(device=device).manual_seed(params.seed)
@@ -142,7 +142,11 @@ def decode_diffusion(backend, page, regions, params: DiffusionParams, progress: 
     for r in range(n_rows):  # truncate at the first stop token (kept, flagged in the trace)
         cut = next((k + 1 for k, t in enumerate(out_ids[r]) if t in backend.stop_ids), len(out_ids[r]))
         out_ids[r], out_clock[r], out_conf[r] = out_ids[r][:cut], out_clock[r][:cut], out_conf[r][:cut]
-    trace_params = {"decoder": "diffusion", **asdict(params), "n_regions": n_rows}
+    trace_params = {
+        "decoder": "diffusion", **asdict(params), "n_regions": n_rows,
+        "prefill_block": params.block_length if getattr(backend, "prefill_follows_block_length", False) else None,
+        "exec_mode": getattr(backend, "exec_mode", "eager"),
+    }
     return build_trace(
         decoder="diffusion", backend=backend, page=page, regions=regions, params=trace_params,
         ids=out_ids, commit_clock=out_clock, confidence=out_conf, n_generated=n_generated,

@@ -8,7 +8,7 @@ from pathlib import Path
 def nano_dir(decoder: str) -> Path:
     from models import registry
 
-    return Path(registry.NANO_DIR) / f"nano-{decoder}"
+    return Path(registry.NANO_DIR) / f"{registry.SHIPPED['nano']}-{decoder}"
 
 
 def nano_installed(decoder: str) -> bool:
