@@ -17,7 +17,7 @@ import os
 import threading
 from pathlib import Path
 
-from mudiff_viz.errors import ModelLoadError
+from mudiff_viz.core.errors import ModelLoadError
 
 ROOT = Path(__file__).resolve().parent.parent
 NANO_DIR = ROOT / "assets" / "models"

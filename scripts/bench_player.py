@@ -72,8 +72,8 @@ def synthetic_trace(tmp: Path):
     from models import registry
     from models.nano_char.model import NanoConfig, NanoOCR
     from models.nano_char.weights import save_model
-    from mudiff_viz.pages import load_page
-    from mudiff_viz.pipeline import decode_page, make_params
+    from mudiff_viz.inputs.pages import load_page
+    from mudiff_viz.decoding.pipeline import decode_page, make_params
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from playwright.sync_api import sync_playwright
 
-    from mudiff_viz.trace import Trace
+    from mudiff_viz.core.trace import Trace
     from mudiff_viz.views.export import standalone_html
     from mudiff_viz.views.player import player_payload
 

@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mudiff_viz import synth  # noqa: E402
+from mudiff_viz.inputs import synth  # noqa: E402
 
 OUT = ROOT / "assets" / "samples"
 

@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mudiff_viz import synth  # noqa: E402
-from mudiff_viz.shuffle_bench import (  # noqa: E402
+from mudiff_viz.inputs import synth  # noqa: E402
+from mudiff_viz.probes.bench import (  # noqa: E402
     BenchPage,
     parse_levels,
     parse_models,

@@ -108,7 +108,7 @@ def shot_how(pg, out: Path) -> None:
 
 
 def shot_offline(browser, out: Path) -> None:
-    from mudiff_viz.trace import Trace
+    from mudiff_viz.core.trace import Trace
     from mudiff_viz.views.export import standalone_html
 
     trace = Trace.load(ROOT / "assets" / "traces" / "courier-short.diffusion.json")

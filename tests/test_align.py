@@ -1,7 +1,7 @@
 """Token <-> ground-truth alignment: page boxes for decoded tokens, and metrics."""
 
-from mudiff_viz.align import char_map, diff_ops, token_boxes
-from mudiff_viz.metrics import cer, normalized_edit_distance
+from mudiff_viz.core.align import char_map, diff_ops, token_boxes
+from mudiff_viz.core.metrics import cer, normalized_edit_distance
 
 GT = [(c, (10.0 * i, 0.0, 10.0 * i + 9, 20.0)) for i, c in enumerate("hello world")]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mudiff_viz.errors import ModelLoadError
-from mudiff_viz.trace import Trace, check_invariants
+from mudiff_viz.core.errors import ModelLoadError
+from mudiff_viz.core.trace import Trace, check_invariants
 from tests.ui_support import ROOT, SAMPLE, launched_app, make_tiny_twins
 
 
@@ -174,7 +174,7 @@ def test_launch_kwargs_leave_host_to_spaces(monkeypatch):
 
 
 def test_cli_view_writes_the_offline_replay(tmp_path):
-    from mudiff_viz.cli import main
+    from mudiff_viz.cli.main import main
 
     traces = sorted((ROOT / "assets" / "traces").glob("*.diffusion.json"))
     if not traces:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from mudiff_viz.limits import current
+from mudiff_viz.core.limits import current
 from tests.ui_support import SAMPLE
 
 MODEL_CALLBACKS = {"run_decode", "run_compare", "run_shuffle", "run_shuffle_bench"}
@@ -61,7 +61,7 @@ def test_decode_job_waits_for_the_slot(tiny_models):
     """A real decode through decode_job blocks while the slot is taken, then runs."""
     import torch
 
-    from mudiff_viz.pages import load_page
+    from mudiff_viz.inputs.pages import load_page
     from mudiff_viz.ui import callbacks
     from mudiff_viz.ui.slot import MODEL_LOCK
 

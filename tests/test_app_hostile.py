@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from mudiff_viz.errors import UserInputError
-from mudiff_viz.trace import Trace
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.trace import Trace
 from tests.test_cli import run_cli
 from tests.test_hostile_inputs import CORPUS, HOSTILE_TRACES, js_pdf, png_bytes
 from tests.ui_support import SAMPLE, launched_app, make_tiny_twins
@@ -65,7 +65,7 @@ def decode(client, path: Path | str, decoder: str = "ar"):
 
 def library_message(path: Path) -> str:
     """What the CLI prints after 'error: ' for this file: the message of the same load call."""
-    from mudiff_viz.pages import load_page
+    from mudiff_viz.inputs.pages import load_page
 
     with pytest.raises(UserInputError) as exc:
         load_page(path)

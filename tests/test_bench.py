@@ -6,8 +6,8 @@ import json
 
 import torch
 
-from mudiff_viz.bench import bench_pages, run_bench, run_sweep, sweep_table
-from mudiff_viz.cli import main as cli_main
+from mudiff_viz.bench.speed import bench_pages, run_bench, run_sweep, sweep_table
+from mudiff_viz.cli.main import main as cli_main
 
 torch.set_num_threads(1)
 
@@ -29,7 +29,7 @@ def test_bench_reports_every_key_in_both_regimes(tiny_models):
 
 
 def test_recording_switch_really_disables_recording(tiny_models):
-    from mudiff_viz.bench import _decode
+    from mudiff_viz.bench.speed import _decode
     from mudiff_viz.decoding.diffusion import DiffusionParams
 
     page = bench_pages(1)[0]

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from mudiff_viz import synth
-from mudiff_viz.pages import load_page
-from mudiff_viz.trace import Trace, check_invariants
+from mudiff_viz.inputs import synth
+from mudiff_viz.inputs.pages import load_page
+from mudiff_viz.core.trace import Trace, check_invariants
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,7 +15,7 @@ import torch
 from mudiff_viz.decoding.autoregressive import ARParams, decode_autoregressive
 from mudiff_viz.decoding.diffusion import DiffusionParams, decode_diffusion
 from mudiff_viz.decoding.policies import quota_schedule, select_commits
-from mudiff_viz.trace import Trace, check_invariants
+from mudiff_viz.core.trace import Trace, check_invariants
 from tests.fixed_backend import EOS, MASK, V, FixedBackend, FixedPage
 
 torch.set_num_threads(1)

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from mudiff_viz.errors import UserInputError
-from mudiff_viz.trace import Trace
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.trace import Trace
 from tests.test_cli import run_cli
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from mudiff_viz.trace import Trace
+from mudiff_viz.core.trace import Trace
 from tests.ui_support import ROOT, free_port, make_tiny_twins
 
 psutil = pytest.importorskip("psutil")

@@ -17,9 +17,9 @@ from models.nano_char.evaluate import eval_pages
 from models.registry import NANO_DIR, SHIPPED
 from mudiff_viz.decoding.autoregressive import ARParams
 from mudiff_viz.decoding.diffusion import DiffusionParams
-from mudiff_viz.metrics import cer
-from mudiff_viz.pipeline import decode_page
-from mudiff_viz.trace import check_invariants
+from mudiff_viz.core.metrics import cer
+from mudiff_viz.decoding.pipeline import decode_page
+from mudiff_viz.core.trace import check_invariants
 
 torch.set_num_threads(2)
 
@@ -61,7 +61,7 @@ def test_both_decoders_read_held_out_pages(pages):
 
 @needs_weights
 def test_image_without_text_layer_decodes_with_ctc_boxes(tmp_path):
-    from mudiff_viz.pages import load_page
+    from mudiff_viz.inputs.pages import load_page
 
     root = Path(__file__).resolve().parent.parent
     page = load_page(root / "assets" / "samples" / "scan-times.jpg")

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mudiff_viz import synth
-from mudiff_viz.errors import UserInputError
-from mudiff_viz.pages import load_page
-from mudiff_viz.regions import segment_lines
+from mudiff_viz.inputs import synth
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.inputs.pages import load_page
+from mudiff_viz.inputs.regions import segment_lines
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +108,7 @@ def test_image_too_large_is_refused(tmp_path):
     buf = io.BytesIO()
     img.save(buf, format="PNG")
     (tmp_path / "big.png").write_bytes(buf.getvalue())
-    from mudiff_viz.limits import Limits
+    from mudiff_viz.core.limits import Limits
 
     with pytest.raises(UserInputError, match="image too large"):
         load_page(tmp_path / "big.png", limits=Limits(max_image_pixels=10_000_000))
@@ -165,7 +165,7 @@ def test_image_without_exif_has_no_orientation(tmp_path):
 def test_text_blocks_group_paragraph_lines(two_column_page):
     """Text-layer lines group into paragraph blocks within one column; lines segmented from the
     pixels group into (about) as many."""
-    from mudiff_viz.regions import group_blocks
+    from mudiff_viz.inputs.regions import group_blocks
     from models.nano.preprocess import to_gray
 
     page = two_column_page.render(150)

@@ -24,11 +24,11 @@ from models import registry
 from models.mineru_diffusion.model import MinerUDiffusion, sdar_mask
 from mudiff_viz.decoding.autoregressive import ARParams
 from mudiff_viz.decoding.diffusion import DiffusionParams
-from mudiff_viz.errors import ModelLoadError
-from mudiff_viz.layout import parse_layout
-from mudiff_viz.pages import load_page
-from mudiff_viz.pipeline import decode_page
-from mudiff_viz.trace import Trace, check_invariants
+from mudiff_viz.core.errors import ModelLoadError
+from models.mineru_common.layout import parse_layout
+from mudiff_viz.inputs.pages import load_page
+from mudiff_viz.decoding.pipeline import decode_page
+from mudiff_viz.core.trace import Trace, check_invariants
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parent.parent
@@ -596,7 +596,7 @@ def test_diffusion_decodes_into_valid_trace(diffusion_dir, page_png):
 def test_two_stage_parse_merges_layout_and_blocks(diffusion_dir, page_png):
     from models.mineru_common.tasks import layout_region
     from mudiff_viz.decoding.diffusion import decode_diffusion
-    from mudiff_viz.sequential import decode_sequential
+    from mudiff_viz.decoding.sequential import decode_sequential
 
     backend = _load(diffusion_dir, "diffusion")
     page = load_page(page_png)
@@ -841,7 +841,7 @@ def test_cli_layout_mode(diffusion_dir, page_png, tmp_path):
     r = _cli("decode", str(page_png), "--model", str(diffusion_dir), "--mode", "layout", "--max-new-tokens", "32",
              "--out", str(out))
     assert r.returncode == 0, r.stderr
-    from mudiff_viz.trace import Trace, check_invariants
+    from mudiff_viz.core.trace import Trace, check_invariants
 
     assert check_invariants(Trace.load(out)) == []
 

@@ -19,12 +19,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mudiff_viz import synth
-from mudiff_viz.cli import main
-from mudiff_viz.errors import UserInputError
-from mudiff_viz.limits import current
-from mudiff_viz.pdf import render_in_process
-from mudiff_viz.shuffle import (
+from mudiff_viz.inputs import synth
+from mudiff_viz.cli.main import main
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.limits import current
+from mudiff_viz.inputs.pdf import render_in_process
+from mudiff_viz.probes.shuffle import (
     image_lines,
     line_rng,
     permutation,
@@ -32,8 +32,8 @@ from mudiff_viz.shuffle import (
     shuffle_page,
     shuffle_pdf,
 )
-from mudiff_viz.shuffle_bench import shuffle_figure, summarize, token_errors
-from mudiff_viz.trace import RegionRecord, TokenRecord, Trace
+from mudiff_viz.probes.bench import shuffle_figure, summarize, token_errors
+from mudiff_viz.core.trace import RegionRecord, TokenRecord, Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -382,8 +382,8 @@ def test_line_rng_is_stable():
 
 def test_isolated_shuffle_matches_in_process_and_obeys_limits(two_column_pdf, monkeypatch):
     """Uploads are shuffled in the PDF worker: same bytes and record as in-process, under its limits."""
-    from mudiff_viz.limits import Limits
-    from mudiff_viz.shuffle import shuffle_pdf_isolated
+    from mudiff_viz.core.limits import Limits
+    from mudiff_viz.probes.shuffle import shuffle_pdf_isolated
 
     here, there = shuffle_pdf(two_column_pdf, 0.5, seed=3), shuffle_pdf_isolated(two_column_pdf, 0.5, seed=3)
     assert here.data == there.data and here.lines == there.lines

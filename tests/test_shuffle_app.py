@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mudiff_viz.shuffle_bench import summarize
-from mudiff_viz.shuffle_pair import GRID, decode_grid, score_grid, shuffle_pages, with_line_truth
-from mudiff_viz.trace import Trace, check_invariants
+from mudiff_viz.probes.bench import summarize
+from mudiff_viz.probes.pairs import GRID, decode_grid, score_grid, shuffle_pages, with_line_truth
+from mudiff_viz.core.trace import Trace, check_invariants
 from mudiff_viz.views import shuffle as views
 from tests.ui_support import ROOT, SAMPLE, launched_app, make_tiny_twins
 
@@ -33,7 +33,7 @@ def pages():
 
 @pytest.fixture(scope="module")
 def traces(tiny_models, pages):
-    from mudiff_viz.pipeline import make_params
+    from mudiff_viz.decoding.pipeline import make_params
 
     specs = {d: str(tiny_models[d]) for d in ("diffusion", "ar")}
     params = {d: make_params(d, block_length=8, steps=8, max_new_tokens=24) for d in specs}
@@ -112,8 +112,8 @@ def test_pane_diffs_rebuild_both_texts(traces, pages):
 
 def test_image_traces_get_the_sidecars_lines(tiny_models):
     """The bundled scan has no text layer: its sidecar's lines become the regions' ground truth."""
-    from mudiff_viz.pages import load_page
-    from mudiff_viz.pipeline import decode_page, make_params
+    from mudiff_viz.inputs.pages import load_page
+    from mudiff_viz.decoding.pipeline import decode_page, make_params
 
     gt = SCAN.with_suffix(".txt").read_text(encoding="utf-8")
     trace = decode_page(load_page(SCAN), model=str(tiny_models["ar"]), decoder="ar", params=make_params("ar", max_new_tokens=8))

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from mudiff_viz.decoding.diffusion import DiffusionParams, decode_diffusion
-from mudiff_viz.errors import UserInputError
-from mudiff_viz.limits import Limits
-from mudiff_viz.trace import Trace, check_invariants
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.limits import Limits
+from mudiff_viz.core.trace import Trace, check_invariants
 from tests.fixed_backend import FixedBackend, FixedPage
 
 

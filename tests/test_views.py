@@ -9,7 +9,7 @@ import pytest
 
 from mudiff_viz.decoding.autoregressive import ARParams, decode_autoregressive
 from mudiff_viz.decoding.diffusion import DiffusionParams, decode_diffusion
-from mudiff_viz.trace import Trace, check_invariants
+from mudiff_viz.core.trace import Trace, check_invariants
 from mudiff_viz.views import figures, tables
 from mudiff_viz.views.export import script_json, standalone_html
 from mudiff_viz.views.player import CONF_SCALE, compare_payload, player_payload

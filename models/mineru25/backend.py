@@ -19,7 +19,7 @@ from models.mineru_common.checkpoint import read_json, weight_files
 from models.mineru_common.imaging import ImagePreprocessor
 from models.mineru_common.tasks import TEXT_PROMPT, page_region
 from models.mineru_common.text import ChatText, ChatTextTokens
-from mudiff_viz.errors import ModelLoadError
+from mudiff_viz.core.errors import ModelLoadError
 
 LM_HEAD = "lm_head.weight"
 

@@ -16,10 +16,10 @@ import torch
 from PIL import Image
 
 from models.base import Region
-from mudiff_viz.errors import ModelLoadError, UserInputError
+from mudiff_viz.core.errors import ModelLoadError, UserInputError
 
-from .checkpoint import read_json
-from .tasks import LAYOUT_IMAGE_SIZE
+from models.mineru_common.checkpoint import read_json
+from models.mineru_common.tasks import LAYOUT_IMAGE_SIZE
 
 MIN_PIXELS = 3136  # release values (docs/real-models.md#images): 4 to 2048 image tokens
 MAX_PIXELS = 1_605_632

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mudiff_viz.errors import ModelLoadError
+from mudiff_viz.core.errors import ModelLoadError
 
-from .checkpoint import read_json
-from .tasks import SYSTEM_PROMPT
+from models.mineru_common.checkpoint import read_json
+from models.mineru_common.tasks import SYSTEM_PROMPT
 
 IMAGE_PAD = "<|image_pad|>"
 SPECIAL_STRINGS = {

@@ -18,10 +18,10 @@ from models.mineru_common.checkpoint import check_keys, load_state_dict, read_js
 from models.mineru_common.imaging import ImagePreprocessor
 from models.mineru_common.tasks import TEXT_PROMPT, page_region
 from models.mineru_common.text import ChatText, ChatTextTokens
-from mudiff_viz.errors import ModelLoadError
+from mudiff_viz.core.errors import ModelLoadError
 
-from .graphs import BlockGraphs, graphs_wanted
-from .model import KVCache, MinerUDiffusion, MinerUDiffusionConfig, count_params_m, from_state_dict
+from models.mineru_diffusion.graphs import BlockGraphs, graphs_wanted
+from models.mineru_diffusion.model import KVCache, MinerUDiffusion, MinerUDiffusionConfig, count_params_m, from_state_dict
 
 
 DEFAULT_BLOCK_LENGTH = 32  # the release's block length, for callers that do not say

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .model import KVCache, MinerUDiffusion
+from models.mineru_diffusion.model import KVCache, MinerUDiffusion
 
 WARMUP = 2  # eager runs on a side stream before capture (allocator and library handles settle)
 

@@ -2,7 +2,7 @@
 one batch.
 
 Regions are text blocks: the text-layer lines of a PDF, or lines segmented from the pixels of an
-image, grouped into blocks of at most ``max_lines`` lines (mudiff_viz.regions.group_blocks). Each
+image, grouped into blocks of at most ``max_lines`` lines (mudiff_viz.inputs.regions.group_blocks). Each
 line is encoded on its own and the lines' visual tokens are concatenated in reading order. The KV
 cache holds every row at the same length (visual tokens are left-padded, blocks advance in
 lockstep), so a finished row simply stops being addressed by ``rows``. The backend keeps each
@@ -20,14 +20,14 @@ import torch
 import torch.nn.functional as F
 
 from models.base import Region
-from mudiff_viz import align
-from mudiff_viz.pages import union
-from mudiff_viz.regions import group_blocks, segment_lines
+from mudiff_viz.core import align
+from mudiff_viz.inputs.pages import union
+from mudiff_viz.inputs.regions import group_blocks, segment_lines
 
-from .model import CharTables, NanoOCR, answer_position, count_m, walk
-from .preprocess import LineCrop, collate, crop_line, ink_levels, reference_height, to_gray
-from .tokenizer import CharTokenizer
-from .weights import load_model
+from models.nano.model import CharTables, NanoOCR, answer_position, count_m, walk
+from models.nano.preprocess import LineCrop, collate, crop_line, ink_levels, reference_height, to_gray
+from models.nano.tokenizer import CharTokenizer
+from models.nano.weights import load_model
 
 CHARS = CharTokenizer()
 

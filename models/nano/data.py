@@ -1,7 +1,7 @@
 """Training data for the nano pair: synthetic pages -> degraded page images -> text-block samples.
 
 A sample is one text block of a page, cut exactly as at inference: the text-layer lines grouped by
-:func:`mudiff_viz.regions.group_blocks`, each line cropped by :func:`preprocess.crop_line`. Pages
+:func:`mudiff_viz.inputs.regions.group_blocks`, each line cropped by :func:`preprocess.crop_line`. Pages
 are rendered at random DPI and damaged at random (blur, contrast, noise, JPEG) so scans are not
 out of range. Some samples take a random run of a block's lines, so short regions are seen too.
 """
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageFilter
 
-from mudiff_viz import synth
-from mudiff_viz.regions import group_blocks
+from mudiff_viz.inputs import synth
+from mudiff_viz.inputs.regions import group_blocks
 
-from .preprocess import crop_line, ink_levels, reference_height, to_gray
+from models.nano.preprocess import crop_line, ink_levels, reference_height, to_gray
 
 
 @dataclass

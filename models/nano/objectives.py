@@ -20,9 +20,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .model import CharTables, NanoOCR, Visual, answer_position, walk
-from .preprocess import collate
-from .tokenizer import CharTokenizer, SubwordTokenizer
+from models.nano.model import CharTables, NanoOCR, Visual, answer_position, walk
+from models.nano.preprocess import collate
+from models.nano.tokenizer import CharTokenizer, SubwordTokenizer
 
 PROMPT, CLEAN, NOISY = 0, 1, 2
 CHARS = CharTokenizer()

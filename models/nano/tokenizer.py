@@ -131,7 +131,7 @@ def train_tokenizer(texts: list[str], vocab_size: int, seed: int = 0):
 
 
 def main(argv=None) -> None:
-    from mudiff_viz import synth
+    from mudiff_viz.inputs import synth
 
     ap = argparse.ArgumentParser(prog="python -m models.nano.tokenizer", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)

@@ -28,11 +28,11 @@ from rapidfuzz.distance import Levenshtein
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from .data import RegionPool, page_regions
-from .model import CharTables, NanoConfig, NanoOCR, count_m
-from .objectives import CHARS, ar_loss, diffusion_loss, encode_batch
-from .tokenizer import SubwordTokenizer
-from .weights import load_model, save_model
+from models.nano.data import RegionPool, page_regions
+from models.nano.model import CharTables, NanoConfig, NanoOCR, count_m
+from models.nano.objectives import CHARS, ar_loss, diffusion_loss, encode_batch
+from models.nano.tokenizer import SubwordTokenizer
+from models.nano.weights import load_model, save_model
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -198,7 +198,7 @@ def main(argv=None) -> None:
     elif args.init_char and args.tokenizer:
         tok = SubwordTokenizer(args.tokenizer)
         tokenizer_path = args.tokenizer
-        from mudiff_viz import synth
+        from mudiff_viz.inputs import synth
 
         train_text = [p for d in synth.documents("train") for p in d.paragraphs]
         model = init_from_char(args.init_char, tok, args.layers, round(tok.chars_per_token(train_text), 3))

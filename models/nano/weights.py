@@ -10,10 +10,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from mudiff_viz.errors import ModelLoadError
+from mudiff_viz.core.errors import ModelLoadError
 
-from .model import NanoConfig, NanoOCR
-from .tokenizer import SubwordTokenizer
+from models.nano.model import NanoConfig, NanoOCR
+from models.nano.tokenizer import SubwordTokenizer
 
 
 def save_model(model: NanoOCR, out_dir: Path, tokenizer: Path, dtype: torch.dtype = torch.float32) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageFilter
 
-from mudiff_viz import synth
+from mudiff_viz.inputs import synth
 
 from models.nano.preprocess import crop_line, ink_levels, reference_height, to_gray
 

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import torch
 
-from mudiff_viz import synth
+from mudiff_viz.inputs import synth
 from mudiff_viz.decoding.autoregressive import ARParams
 from mudiff_viz.decoding.diffusion import DiffusionParams
-from mudiff_viz.metrics import cer
-from mudiff_viz.pages import Page
-from mudiff_viz.pipeline import decode_page
+from mudiff_viz.core.metrics import cer
+from mudiff_viz.inputs.pages import Page
+from mudiff_viz.decoding.pipeline import decode_page
 
 THRESHOLDS = (0.5, 0.75, 0.9, 0.95, 0.99)
 DEJAVU = "/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf"

@@ -18,8 +18,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .model import NanoOCR
-from .tokenizer import CharTokenizer
+from models.nano_char.model import NanoOCR
+from models.nano_char.tokenizer import CharTokenizer
 
 PROMPT, CLEAN, NOISY = 0, 1, 2
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from mudiff_viz.errors import ModelLoadError
+from mudiff_viz.core.errors import ModelLoadError
 
-from .model import NanoConfig, NanoOCR
+from models.nano_char.model import NanoConfig, NanoOCR
 
 
 def save_model(model: NanoOCR, out_dir: Path, dtype: torch.dtype = torch.float32) -> None:

@@ -11,11 +11,11 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from ..errors import UserInputError
-from ..trace import Trace
-from .diffusion import Progress, _sync
-from .policies import sample_tokens
-from .recorder import Clock, StepRecorder, build_trace
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.trace import Trace
+from mudiff_viz.decoding.diffusion import Progress, _sync
+from mudiff_viz.decoding.policies import sample_tokens
+from mudiff_viz.decoding.recorder import Clock, StepRecorder, build_trace
 
 
 @dataclass

@@ -21,10 +21,10 @@ from typing import Callable
 
 import torch
 
-from ..errors import UserInputError
-from ..trace import Trace
-from .policies import STRATEGIES, quota_schedule, sample_tokens, select_commits
-from .recorder import Clock, StepRecorder, build_trace
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.trace import Trace
+from mudiff_viz.decoding.policies import STRATEGIES, quota_schedule, sample_tokens, select_commits
+from mudiff_viz.decoding.recorder import Clock, StepRecorder, build_trace
 
 
 @dataclass

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .. import align
-from ..metrics import cer
-from ..trace import TOPK, RegionRecord, StepRecord, TokenRecord, Trace, rnd
+from mudiff_viz.core import align
+from mudiff_viz.core.metrics import cer
+from mudiff_viz.core.trace import TOPK, RegionRecord, StepRecord, TokenRecord, Trace, rnd
 
 
 @dataclass

@@ -12,16 +12,16 @@ from __future__ import annotations
 import csv
 import os
 
-from . import gpu as _gpu  # noqa: F401  (imports `spaces` before anything touches CUDA)
+from mudiff_viz.ui import gpu as _gpu  # noqa: F401  (imports `spaces` before anything touches CUDA)
 
 import gradio as gr  # noqa: E402
 
-from ..decoding.policies import STRATEGIES  # noqa: E402
-from ..limits import current as current_limits  # noqa: E402
-from . import callbacks as cb  # noqa: E402
-from . import howitworks, models  # noqa: E402
-from . import shuffle_callbacks as scb  # noqa: E402
-from .player import Player  # noqa: E402
+from mudiff_viz.decoding.policies import STRATEGIES  # noqa: E402
+from mudiff_viz.core.limits import current as current_limits  # noqa: E402
+from mudiff_viz.ui import callbacks as cb  # noqa: E402
+from mudiff_viz.ui import howitworks, models  # noqa: E402
+from mudiff_viz.ui import shuffle_callbacks as scb  # noqa: E402
+from mudiff_viz.ui.player import Player  # noqa: E402
 
 # Gradio's example cache is a CSV file; a player payload is one (large) field of it
 csv.field_size_limit(2**31 - 1)

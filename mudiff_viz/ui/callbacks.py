@@ -16,16 +16,16 @@ from typing import Callable
 
 import gradio as gr
 
-from ..errors import ModelLoadError, UserInputError
-from ..trace import Trace
-from ..views import figures, tables
-from ..views.markdown import md_text
-from ..views.export import standalone_compare_html, standalone_html_from_payload, trace_title
-from ..views.page_image import image_data_url, page_for_trace
-from ..views.player import compare_payload, player_payload
-from . import models
-from .gpu import ON_ZERO_GPU, gpu
-from .slot import model_slot
+from mudiff_viz.core.errors import ModelLoadError, UserInputError
+from mudiff_viz.core.trace import Trace
+from mudiff_viz.views import figures, tables
+from mudiff_viz.views.markdown import md_text
+from mudiff_viz.views.export import standalone_compare_html, standalone_html_from_payload, trace_title
+from mudiff_viz.views.page_image import image_data_url, page_for_trace
+from mudiff_viz.views.player import compare_payload, player_payload
+from mudiff_viz.ui import models
+from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu
+from mudiff_viz.ui.slot import model_slot
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "assets" / "samples"
@@ -129,7 +129,7 @@ def _path(file) -> str | None:
 @user_errors
 def preview_page(file, page_number):
     """A small render of the chosen page, and the page picker's range."""
-    from ..pages import load_page
+    from mudiff_viz.inputs.pages import load_page
 
     path = _path(file)
     if not path:
@@ -146,7 +146,7 @@ def preview_page(file, page_number):
 
 
 def _load(path: str | None, page_number) -> "object":
-    from ..pages import load_page
+    from mudiff_viz.inputs.pages import load_page
 
     if not path:
         raise UserInputError("choose a page first: upload a PDF, PNG or JPEG, or pick a bundled sample")
@@ -167,7 +167,7 @@ def _progress_cb(progress, label: str, unit: str):
 @model_slot
 @gpu
 def decode_job(page, spec: str, decoder: str, knobs: dict, progress=None) -> Trace:
-    from ..pipeline import decode_page, make_params
+    from mudiff_viz.decoding.pipeline import decode_page, make_params
 
     models.check(spec, decoder)
     params = make_params(decoder, **knobs)
@@ -177,7 +177,7 @@ def decode_job(page, spec: str, decoder: str, knobs: dict, progress=None) -> Tra
 @model_slot
 @gpu
 def compare_job(page, spec_diffusion: str, spec_ar: str, knobs: dict, progress=None) -> tuple[Trace, Trace]:
-    from ..pipeline import decode_page, make_params
+    from mudiff_viz.decoding.pipeline import decode_page, make_params
 
     models.check(spec_ar, "ar")
     models.check(spec_diffusion, "diffusion")
@@ -298,7 +298,7 @@ def _image_for(trace: Trace, page_file) -> str | None:
     """The page under a loaded trace: the uploaded page if it matches, else a bundled sample by hash."""
     path = _path(page_file)
     if path:
-        from ..pages import load_page
+        from mudiff_viz.inputs.pages import load_page
 
         page = load_page(path, page_index=int(trace.page.get("page_index") or 0), dpi=float(trace.page.get("dpi") or 150))
         if (page.width, page.height) != (trace.page.get("width"), trace.page.get("height")):

@@ -40,7 +40,7 @@ def choices() -> list[tuple[str, str]]:
 
 def check(spec: str, decoder: str) -> None:
     """Raise ModelLoadError with a clear message when the chosen nano twin is missing."""
-    from ..errors import ModelLoadError
+    from mudiff_viz.core.errors import ModelLoadError
 
     if spec in ("nano", f"nano-{decoder}") and not nano_installed(decoder):
         raise ModelLoadError(missing_message(decoder))

@@ -11,7 +11,7 @@ from typing import Any
 
 import gradio as gr
 
-from ..views.export import player_css, player_js
+from mudiff_viz.views.export import player_css, player_js
 
 TEMPLATE = '<div class="mp-mount"></div>'
 

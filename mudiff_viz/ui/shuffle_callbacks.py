@@ -1,7 +1,7 @@
 """Callbacks of the Semantic Shuffle tab (our reconstruction): wiring only.
 
-The shuffle and the four decodes live in :mod:`mudiff_viz.shuffle_pair`, the benchmark in
-:mod:`mudiff_viz.shuffle_bench`, every table and payload in :mod:`mudiff_viz.views.shuffle`. Model
+The shuffle and the four decodes live in :mod:`mudiff_viz.probes.pairs`, the benchmark in
+:mod:`mudiff_viz.probes.bench`, every table and payload in :mod:`mudiff_viz.views.shuffle`. Model
 work runs in :func:`shuffle_job` / :func:`bench_job`: one decorated call each (ZeroGPU), holding the
 process's model slot.
 """
@@ -12,15 +12,15 @@ from pathlib import Path
 
 import gradio as gr
 
-from ..errors import UserInputError
-from ..limits import current as current_limits
-from ..shuffle_pair import DECODERS, ShufflePages, decode_grid, score_grid, shuffle_pages
-from ..views import shuffle as views
-from ..views.page_image import find_source, image_data_url
-from . import models
-from .callbacks import _outdir, _path, _stem, _write_trace, knobs_dict, sample_paths, user_errors
-from .gpu import ON_ZERO_GPU, gpu
-from .slot import model_slot
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.limits import current as current_limits
+from mudiff_viz.probes.pairs import DECODERS, ShufflePages, decode_grid, score_grid, shuffle_pages
+from mudiff_viz.views import shuffle as views
+from mudiff_viz.views.page_image import find_source, image_data_url
+from mudiff_viz.ui import models
+from mudiff_viz.ui.callbacks import _outdir, _path, _stem, _write_trace, knobs_dict, sample_paths, user_errors
+from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu
+from mudiff_viz.ui.slot import model_slot
 
 BENCH_LEVELS = (0.0, 0.25, 0.5, 1.0)
 
@@ -45,7 +45,7 @@ def _sha256(path: str) -> str:
 @gpu
 def shuffle_job(pages: ShufflePages, spec: str, knobs: dict, progress=None) -> dict:
     """Both decoders on both pages: four traces keyed (decoder, column)."""
-    from ..pipeline import make_params
+    from mudiff_viz.decoding.pipeline import make_params
 
     for decoder in DECODERS:
         models.check(spec, decoder)
@@ -54,7 +54,7 @@ def shuffle_job(pages: ShufflePages, spec: str, knobs: dict, progress=None) -> d
 
 
 def _bench_job(pages, levels, seeds: int, spec: str, knobs: dict, progress=None):
-    from ..shuffle_bench import run_shuffle_benchmark
+    from mudiff_viz.probes.bench import run_shuffle_benchmark
 
     for decoder in DECODERS:
         models.check(spec, decoder)
@@ -82,7 +82,7 @@ def _grid_progress(progress):
 def run_shuffle(file, page_number, level, seed, spec, block_length, steps, threshold, max_tokens,
                 progress=gr.Progress()):
     """Shuffle one page and decode both pages with both decoders; the grid, scores, diffs, files."""
-    from ..pages import load_page, read_source
+    from mudiff_viz.inputs.pages import load_page, read_source
 
     path = _path(file)
     if not path:
@@ -125,7 +125,7 @@ def shuffle_outputs(pages: ShufflePages, traces: dict, name: str):
 
 def bundled_bench_pages():
     """The bundled samples as benchmark inputs (our own files: rendered in-process)."""
-    from ..shuffle_bench import bench_pages_from_paths
+    from mudiff_viz.probes.bench import bench_pages_from_paths
 
     pages = bench_pages_from_paths(sample_paths())
     for p in pages:
@@ -136,7 +136,7 @@ def bundled_bench_pages():
 @user_errors
 def run_shuffle_bench(levels, seeds, spec, block_length, steps, threshold, max_tokens, progress=gr.Progress()):
     """The benchmark over the bundled samples: summary, figure, table, downloads."""
-    from ..shuffle_bench import summary_lines, write_outputs
+    from mudiff_viz.probes.bench import summary_lines, write_outputs
 
     chosen = sorted({float(v) for v in (levels or [])})
     if not chosen:

@@ -12,8 +12,8 @@ import html
 import json
 from pathlib import Path
 
-from ..trace import Trace
-from .player import player_payload
+from mudiff_viz.core.trace import Trace
+from mudiff_viz.views.player import player_payload
 
 PLAYER_DIR = Path(__file__).resolve().parents[2] / "assets" / "player"
 
@@ -72,7 +72,7 @@ def trace_title(trace: Trace) -> str:
 def standalone_html(trace: Trace, image_url: str | None = None, find_page: bool = True) -> str:
     """The offline replay of one trace; the page image is found among the bundled samples if not given."""
     if image_url is None and find_page:
-        from .page_image import image_data_url, page_for_trace
+        from mudiff_viz.views.page_image import image_data_url, page_for_trace
 
         img = page_for_trace(trace.page)
         image_url = image_data_url(img) if img is not None else None
@@ -81,7 +81,7 @@ def standalone_html(trace: Trace, image_url: str | None = None, find_page: bool 
 
 def standalone_compare_html(traces: list[Trace], images: list[str | None], title: str) -> str:
     """The offline replay of several traces on one clock (AR vs diffusion)."""
-    from .player import compare_payload
+    from mudiff_viz.views.player import compare_payload
 
     panes = [player_payload(t, image_url=img) for t, img in zip(traces, images)]
     return standalone_html_from_payload(compare_payload(panes), title)

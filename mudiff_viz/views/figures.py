@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..trace import Trace
-from .player import clock_n, clock_times
+from mudiff_viz.core.trace import Trace
+from mudiff_viz.views.player import clock_n, clock_times
 
 COLOURS = {"diffusion": "#0072b2", "ar": "#d55e00"}  # Okabe-Ito, colour-blind safe
 MAX_ROWS = 300

@@ -59,8 +59,8 @@ def page_for_trace(page_info: dict, folders: tuple[Path, ...] = (SAMPLES,)) -> I
     path = find_source(str(page_info.get("sha256") or ""), folders)
     if path is None:
         return None
-    from ..errors import UserInputError
-    from ..pages import load_page
+    from mudiff_viz.core.errors import UserInputError
+    from mudiff_viz.inputs.pages import load_page
 
     try:
         page = load_page(path, page_index=int(page_info.get("page_index") or 0), dpi=float(page_info.get("dpi") or 150))

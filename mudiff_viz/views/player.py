@@ -24,7 +24,7 @@ import re
 
 from rapidfuzz.distance import Levenshtein
 
-from ..trace import Trace
+from mudiff_viz.core.trace import Trace
 
 KIND = "mudiff-player"
 VERSION = 1
@@ -59,7 +59,7 @@ def check_clock(trace: Trace) -> None:
     per step record, plus one per committed token (traces recorded without steps) and per block
     commit; negative clocks would index from the end.
     """
-    from ..errors import UserInputError
+    from mudiff_viz.core.errors import UserInputError
 
     for i, s in enumerate(trace.steps):
         if s.nfe < 0:

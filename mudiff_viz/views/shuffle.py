@@ -7,10 +7,10 @@ per-pane ``short`` names, colours and dashes only tell the player how to lay the
 
 from __future__ import annotations
 
-from ..shuffle_bench import CONFIDENT, DECODER_COLORS
-from ..trace import Trace
-from .player import compare_payload, player_payload
-from .tables import diff_segments
+from mudiff_viz.probes.bench import CONFIDENT, DECODER_COLORS
+from mudiff_viz.core.trace import Trace
+from mudiff_viz.views.player import compare_payload, player_payload
+from mudiff_viz.views.tables import diff_segments
 
 GRID = (("diffusion", "original"), ("diffusion", "shuffled"), ("ar", "original"), ("ar", "shuffled"))
 RECONSTRUCTION = "our reconstruction of the paper's unpublished Semantic Shuffle"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..align import diff_ops
-from ..metrics import order_correlation
-from ..trace import Trace
-from .markdown import md_text
-from .player import clock_n
+from mudiff_viz.core.align import diff_ops
+from mudiff_viz.core.metrics import order_correlation
+from mudiff_viz.core.trace import Trace
+from mudiff_viz.views.markdown import md_text
+from mudiff_viz.views.player import clock_n
 
 DIFF_COLOURS = {"substituted": "#e69f00", "expected": "#009e73", "extra": "#cc79a7", "missing": "#56b4e9"}
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from PIL import Image
 
-from .errors import UserInputError
-from .limits import Limits
-from .pages import PDF_LOCK, TextChar, TextLine
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.limits import Limits
+from mudiff_viz.inputs.pages import PDF_LOCK, TextChar, TextLine
 
 
 # what a child killed by its address-space limit leaves on stderr
@@ -125,7 +125,7 @@ def render_in_process(data: bytes, page_index: int, dpi: float, limits: Limits) 
 
 
 def run_worker(task: list[str], data: bytes, limits: Limits, action: str = "render") -> tuple[dict, bytes]:
-    """Run ``python -m mudiff_viz.pdf_worker TASK...`` on ``data`` with the time and memory limits.
+    """Run ``python -m mudiff_viz.inputs.pdf_worker TASK...`` on ``data`` with the time and memory limits.
 
     Returns the child's JSON header and its binary payload; a refusal or a crash becomes one
     UserInputError line. ``action`` names the work in messages ("render", "shuffle").
@@ -133,7 +133,7 @@ def run_worker(task: list[str], data: bytes, limits: Limits, action: str = "rend
     env = dict(os.environ)
     env["MUDIFF_LIMITS_JSON"] = json.dumps(limits.__dict__)
     # the child imports this package by name: make it findable from any working directory
-    package_root = str(Path(__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     mem = int(limits.pdf_memory_mb) * 1024 * 1024
 
@@ -144,7 +144,7 @@ def run_worker(task: list[str], data: bytes, limits: Limits, action: str = "rend
 
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "mudiff_viz.pdf_worker", *task],
+            [sys.executable, "-m", "mudiff_viz.inputs.pdf_worker", *task],
             input=data,
             capture_output=True,
             timeout=limits.pdf_timeout_s,

@@ -18,11 +18,11 @@ from typing import Callable, Sequence
 
 from rapidfuzz.distance import Levenshtein
 
-from .errors import UserInputError
-from .limits import Limits, current
-from .metrics import cer
-from .pages import read_source, sniff_kind
-from .shuffle import check_level, shuffle_page
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.limits import Limits, current
+from mudiff_viz.core.metrics import cer
+from mudiff_viz.inputs.pages import read_source, sniff_kind
+from mudiff_viz.probes.shuffle import check_level, shuffle_page
 
 CONFIDENT = 0.9  # a wrong token above this confidence is "confidently wrong"
 DECODER_COLORS = {"diffusion": "#0072B2", "ar": "#D55E00"}  # Okabe-Ito: colour-blind safe
@@ -171,7 +171,7 @@ def run_shuffle_benchmark(
     ``seeds`` is a count (seeds 0..N-1) or explicit seeds. ``model`` is one spec for both decoders
     or ``diffusion=SPEC,ar=SPEC``. ``progress(done, total, message)`` is called after each decode.
     """
-    from .pipeline import decode_page, make_params
+    from mudiff_viz.decoding.pipeline import decode_page, make_params
 
     limits = limits or current()
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)

@@ -11,8 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from .errors import ModelLoadError, UserInputError
-from .limits import Limits
+from mudiff_viz.core.errors import ModelLoadError, UserInputError
+from mudiff_viz.core.limits import Limits
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_MODEL = 0, 1, 2, 3
 
@@ -48,7 +48,7 @@ def add_limit_flags(p: argparse.ArgumentParser) -> None:
 
 
 def limits_from(args) -> Limits:
-    from .limits import current
+    from mudiff_viz.core.limits import current
 
     return current(
         max_upload_bytes=int(args.max_upload_mb * 1024 * 1024) if getattr(args, "max_upload_mb", None) else None,
@@ -90,8 +90,8 @@ def summary_line(trace) -> str:
 
 
 def cmd_decode(args) -> int:
-    from .pages import load_page
-    from .pipeline import decode_page, make_params
+    from mudiff_viz.inputs.pages import load_page
+    from mudiff_viz.decoding.pipeline import decode_page, make_params
 
     limits = limits_from(args)
     page = load_page(args.input, page_index=args.page, dpi=args.dpi, limits=limits)
@@ -108,7 +108,7 @@ def cmd_decode(args) -> int:
 
 
 def cmd_view(args) -> int:
-    from .trace import Trace, check_invariants
+    from mudiff_viz.core.trace import Trace, check_invariants
 
     trace = Trace.load(args.trace)
     problems = check_invariants(trace)
@@ -118,7 +118,7 @@ def cmd_view(args) -> int:
     if problems:
         print(f"warning: {len(problems)} invariant violations, first: {problems[0]}", file=sys.stderr)
     if args.html:
-        from .views.export import standalone_html
+        from mudiff_viz.views.export import standalone_html
 
         Path(args.html).write_text(standalone_html(trace), encoding="utf-8")
         print(f"wrote {args.html}")
@@ -158,8 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extra_commands():
     """Sub-commands that live in their own modules (shuffle, bench)."""
-    from .bench import register as bench_register
-    from .shuffle_cli import register as shuffle_register
+    from mudiff_viz.bench.speed import register as bench_register
+    from mudiff_viz.cli.shuffle import register as shuffle_register
 
     return [shuffle_register, bench_register]
 

@@ -17,7 +17,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .pages import Page
+from mudiff_viz.inputs.pages import Page
 
 # Base-14 fonts by family: (regular, bold). PyMuPDF's short names need no font files.
 FONTS = {
@@ -152,8 +152,8 @@ class SynthPage:
 
     def render(self, dpi: float = 150) -> Page:
         """Rasterise in-process (our own PDF is trusted) with the text layer in page pixels."""
-        from .limits import current
-        from .pdf import render_in_process
+        from mudiff_viz.core.limits import current
+        from mudiff_viz.inputs.pdf import render_in_process
 
         limits = current()
         r = render_in_process(self.pdf, 0, dpi, limits)

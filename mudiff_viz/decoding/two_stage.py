@@ -1,7 +1,7 @@
 """The two-stage page parse the MinerU models are used for: layout detection, then recognition per block.
 
 Stage 1 decodes the whole page with the layout prompt; its answer is parsed into regions
-(mudiff_viz.layout). Stage 2 decodes each block with the prompt for its type. Both stages land in
+(models.mineru_common.layout). Stage 2 decodes each block with the prompt for its type. Both stages land in
 one Trace: region 0 is the layout pass (kind "layout"), then one region per detected block with its
 page box and type, so the app can draw the boxes and replay both stages on one clock.
 """
@@ -12,11 +12,11 @@ from collections.abc import Callable
 
 from models.mineru_common.tasks import DEFAULT_LAYOUT_PROMPT, LAYOUT_PROMPTS, layout_region
 
-from .errors import UserInputError
-from .layout import parse_layout
-from .pages import Page
-from .sequential import Decode, decode_sequential, merge_traces
-from .trace import Trace
+from mudiff_viz.core.errors import UserInputError
+from models.mineru_common.layout import parse_layout
+from mudiff_viz.inputs.pages import Page
+from mudiff_viz.decoding.sequential import Decode, decode_sequential, merge_traces
+from mudiff_viz.core.trace import Trace
 
 
 def decode_two_stage(

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from PIL import Image, ImageOps
 
-from .errors import UserInputError
-from .limits import Limits, current
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.limits import Limits, current
 
 Box = tuple[float, float, float, float]
 
@@ -150,7 +150,7 @@ def load_page(
     kind = sniff_kind(data)
     digest = hashlib.sha256(data).hexdigest()
     if kind == "pdf":
-        from .pdf import render_pdf_page  # deferred: keeps image-only use free of PyMuPDF start-up
+        from mudiff_viz.inputs.pdf import render_pdf_page  # deferred: keeps image-only use free of PyMuPDF start-up
 
         rendered = render_pdf_page(data, page_index, dpi, limits)
         return Page(

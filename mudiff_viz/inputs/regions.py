@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .pages import Page, TextLine
+from mudiff_viz.inputs.pages import Page, TextLine
 
 Box = tuple[float, float, float, float]
 

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .errors import UserInputError
+from mudiff_viz.core.errors import UserInputError
 
 
 def _level(text: str) -> float:
@@ -22,7 +22,7 @@ def _level(text: str) -> float:
 
 def register(sub) -> None:
     """Add the two sub-commands to the main parser's sub-parsers."""
-    from .cli import add_limit_flags
+    from mudiff_viz.cli.main import add_limit_flags
 
     s = sub.add_parser("shuffle", help="Semantic Shuffle a page: permute words within lines, keep the glyphs")
     s.add_argument("input", help="PDF with a text layer, or a PNG/JPEG page (ground truth from INPUT.txt if present)")
@@ -49,9 +49,9 @@ def register(sub) -> None:
 
 
 def cmd_shuffle(args) -> int:
-    from .cli import limits_from
-    from .pages import read_source, sniff_kind
-    from .shuffle import check_level, shuffle_page
+    from mudiff_viz.cli.main import limits_from
+    from mudiff_viz.inputs.pages import read_source, sniff_kind
+    from mudiff_viz.probes.shuffle import check_level, shuffle_page
 
     limits = limits_from(args)
     level = check_level(args.level)
@@ -71,7 +71,7 @@ def cmd_shuffle(args) -> int:
         if gt_path.is_file():
             gt_text = gt_path.read_text(encoding="utf-8", errors="replace")
     if kind == "pdf" and suffix == ".pdf":
-        from .shuffle import shuffle_pdf_isolated
+        from mudiff_viz.probes.shuffle import shuffle_pdf_isolated
 
         result = shuffle_pdf_isolated(data, level, args.seed, limits=limits)  # user files: in the worker
         out.write_bytes(result.data)
@@ -101,8 +101,8 @@ def cmd_shuffle(args) -> int:
 
 
 def cmd_shuffle_bench(args) -> int:
-    from .cli import limits_from
-    from .shuffle_bench import (
+    from mudiff_viz.cli.main import limits_from
+    from mudiff_viz.probes.bench import (
         bench_pages_from_paths,
         parse_levels,
         run_shuffle_benchmark,

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import UserInputError
-from .limits import Limits, current
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.limits import Limits, current
 
 SCHEMA_VERSION = 1
 TOPK = 5

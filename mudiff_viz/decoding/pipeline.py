@@ -5,15 +5,15 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from typing import Callable
 
-from .decoding.autoregressive import ARParams, decode_autoregressive
-from .decoding.diffusion import DiffusionParams, decode_diffusion
-from .errors import UserInputError
-from .limits import Limits, current
-from .pages import Page
-from .trace import Trace
+from mudiff_viz.decoding.autoregressive import ARParams, decode_autoregressive
+from mudiff_viz.decoding.diffusion import DiffusionParams, decode_diffusion
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.limits import Limits, current
+from mudiff_viz.inputs.pages import Page
+from mudiff_viz.core.trace import Trace
 
 DECODERS = ("diffusion", "ar")
-MODES = ("page", "layout")  # layout: the two-stage parse of the MinerU models (mudiff_viz.two_stage)
+MODES = ("page", "layout")  # layout: the two-stage parse of the MinerU models (mudiff_viz.decoding.two_stage)
 
 
 def make_params(decoder: str, limits: Limits | None = None, **knobs) -> DiffusionParams | ARParams:
@@ -60,14 +60,14 @@ def decode_page(
         params = replace(params, max_new_tokens=cap)
     decode = decode_diffusion if decoder == "diffusion" else decode_autoregressive
     if mode == "layout":
-        from .two_stage import decode_two_stage
+        from mudiff_viz.decoding.two_stage import decode_two_stage
 
         return decode_two_stage(backend, page, decode, params, progress, layout_prompt=layout_prompt)
     regions = backend.regions(page)
     if not regions:
         raise UserInputError("no text found on the page")
     if getattr(backend, "one_region_at_a_time", False) and len(regions) > 1:
-        from .sequential import decode_sequential
+        from mudiff_viz.decoding.sequential import decode_sequential
 
         return decode_sequential(backend, page, regions, decode, params, progress)
     return decode(backend, page, regions, params, progress)

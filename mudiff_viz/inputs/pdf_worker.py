@@ -1,9 +1,9 @@
-"""Child process for the isolated PDF work in :mod:`mudiff_viz.pdf`: PDF bytes on stdin, one JSON
+"""Child process for the isolated PDF work in :mod:`mudiff_viz.inputs.pdf`: PDF bytes on stdin, one JSON
 header line and a binary payload on stdout. Nothing is pickled.
 
 Usage (internal):
-  python -m mudiff_viz.pdf_worker render PAGE_INDEX DPI < file.pdf      -> header + PNG
-  python -m mudiff_viz.pdf_worker shuffle LEVEL SEED PAGES RERENDER < file.pdf  -> header + PDF
+  python -m mudiff_viz.inputs.pdf_worker render PAGE_INDEX DPI < file.pdf      -> header + PNG
+  python -m mudiff_viz.inputs.pdf_worker shuffle LEVEL SEED PAGES RERENDER < file.pdf  -> header + PDF
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import json
 import os
 import sys
 
-from .errors import UserInputError
-from .limits import Limits
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.limits import Limits
 
 
 def render(args: list[str], data: bytes, limits: Limits) -> tuple[dict, bytes]:
-    from .pdf import render_in_process
+    from mudiff_viz.inputs.pdf import render_in_process
 
     rendered = render_in_process(data, int(args[0]), float(args[1]), limits)
     buf = io.BytesIO()
@@ -42,7 +42,7 @@ def render(args: list[str], data: bytes, limits: Limits) -> tuple[dict, bytes]:
 
 
 def shuffle(args: list[str], data: bytes, limits: Limits) -> tuple[dict, bytes]:
-    from .shuffle import shuffle_pdf
+    from mudiff_viz.probes.shuffle import shuffle_pdf
 
     pages = None if args[2] == "all" else [int(x) for x in args[2].split(",")]
     result = shuffle_pdf(data, float(args[0]), int(args[1]), pages=pages, rerender=args[3] == "1", limits=limits)

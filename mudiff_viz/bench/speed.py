@@ -16,12 +16,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from . import synth
-from .decoding.autoregressive import ARParams
-from .decoding.diffusion import DiffusionParams
-from .metrics import cer
-from .pages import Page
-from .pipeline import decode_page
+from mudiff_viz.inputs import synth
+from mudiff_viz.decoding.autoregressive import ARParams
+from mudiff_viz.decoding.diffusion import DiffusionParams
+from mudiff_viz.core.metrics import cer
+from mudiff_viz.inputs.pages import Page
+from mudiff_viz.decoding.pipeline import decode_page
 
 
 def bench_pages(n: int, seed: int = 99) -> list[Page]:

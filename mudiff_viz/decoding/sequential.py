@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from .metrics import cer
-from .trace import RegionRecord, StepRecord, Trace, rnd
+from mudiff_viz.core.metrics import cer
+from mudiff_viz.core.trace import RegionRecord, StepRecord, Trace, rnd
 
 Decode = Callable  # decode_diffusion or decode_autoregressive: (backend, page, regions, params, progress) -> Trace
 SUMMED = ("nfe", "commit_passes", "batched_forwards", "tokens", "wall_s", "prefill_s", "decode_s")

@@ -3,7 +3,7 @@
 Semantic Shuffle here is *our reconstruction* of the paper's unpublished benchmark (see
 docs/semantic-shuffle.md). The "original" column is the page re-rendered at level 0 through the same
 redact-and-write path as the shuffled one (the benchmark's control), so the only thing that differs
-between the two columns is word order. Scores use :func:`mudiff_viz.shuffle_bench.score_row`, so the
+between the two columns is word order. Scores use :func:`mudiff_viz.probes.bench.score_row`, so the
 numbers here and in the benchmark mean the same thing.
 """
 
@@ -13,11 +13,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
-from .limits import Limits, current
-from .metrics import cer
-from .shuffle import ShuffledPage, check_level, shuffle_page
-from .shuffle_bench import score_row
-from .trace import Trace
+from mudiff_viz.core.limits import Limits, current
+from mudiff_viz.core.metrics import cer
+from mudiff_viz.probes.shuffle import ShuffledPage, check_level, shuffle_page
+from mudiff_viz.probes.bench import score_row
+from mudiff_viz.core.trace import Trace
 
 COLUMNS = ("original", "shuffled")
 DECODERS = ("diffusion", "ar")
@@ -102,7 +102,7 @@ def decode_grid(
     ``params`` maps decoder -> decoder parameters (``pipeline.make_params``); ``progress(done, total,
     what)`` reports each decode's own progress, ``what`` naming the decoder and page.
     """
-    from .pipeline import decode_page
+    from mudiff_viz.decoding.pipeline import decode_page
 
     out: dict[Key, Trace] = {}
     for decoder, column in GRID:
