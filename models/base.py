@@ -1,79 +1,101 @@
-"""The protocols the decoders call. Decoders do not know which model runs; backends do not know
-which decoding policy runs.
+"""The contract between the decoders and the models.
 
-A backend decodes a batch of *regions* of one page (text lines for the nano models, the page or
-layout blocks for the real model). ``encode`` runs the vision encoder and the prompt prefill for all
-of them and returns an opaque context that holds the KV cache. Rows of the batch are addressed by
-``rows`` (indices into the regions) so finished regions drop out of later forwards.
+Decoders do not know which model runs; backends do not know which decoding policy runs. Every
+attribute and method the pipeline and the decoders use is declared on :class:`Backend`, with a
+default where one makes sense; a backend subclasses it, sets its attributes in ``__init__`` and
+implements the methods of the decoder family it serves:
+
+- diffusion: ``block_logits`` (a block against the cache, nothing stored) and ``commit_block``;
+- ar: ``first_logits`` (from the prefill) and ``next_logits`` (one token per row, stored).
+
+A backend decodes a batch of *regions* of one page (text blocks for the nano models, the page or
+layout blocks for the real model). ``encode`` runs the vision encoder and the prompt prefill for
+all of them and returns an opaque context that holds the KV cache. Rows of the batch are
+addressed by ``rows`` (indices into the regions), so finished regions drop out of later forwards.
+New model types are registered with :func:`models.registry.register_backend`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import torch
 
-Box = tuple[float, float, float, float]
+from mudiff_viz.core.types import Box, Region
 
 
-@dataclass
-class Region:
-    """What gets decoded: a page-pixel box, plus ground truth when the page has a text layer."""
-
-    bbox: Box
-    kind: str = "text"  # text | title | table | formula | layout | page ...
-    gt_text: str | None = None
-    gt_chars: list[tuple[str, Box]] | None = None  # ground-truth characters with page boxes
-    prompt: str | None = None  # task prompt for models that take one (real model)
-    meta: dict = field(default_factory=dict)
-
-
-@runtime_checkable
-class Backend(Protocol):
+class Backend:
+    # identity (the trace's ``model`` record)
     name: str
     spec: str
     params_m: float
     device: torch.device
-    stop_ids: frozenset[int]
+    kind: str  # "diffusion" | "ar": the decoder family these weights serve
+    exec_mode: str = "eager"  # how forwards run: "eager" | "cuda-graphs"
+    # tokens
+    mask_id: int | None = None  # the MASK token (diffusion)
+    stop_ids: frozenset[int] = frozenset()
+    # what the model can do
+    max_answer: int | None = None  # tokens per region it is built for (None: only the decode limits)
+    batches_regions: bool = False  # True: all regions of a page decode as one batch; else one at a time
+    prefill_follows_block_length: bool = False  # the prompt is prefilled in blocks of the decode's block length
+    supports_layout: bool = False  # has a layout prompt: the two-stage parse (mode "layout") works
+
+    # ---- every backend ---------------------------------------------------------------------------
 
     def regions(self, page: Any) -> list[Region]:
-        """How this model splits a page into regions (lines, blocks or the whole page)."""
+        """How this model splits a page into regions (text blocks, or the whole page)."""
+        raise NotImplementedError
 
     def encode(self, page: Any, regions: list[Region], block_length: int | None = None) -> Any:
         """Vision encoder + prompt prefill for all regions; returns a context with the KV cache.
 
         ``block_length``: the diffusion decode's block length (MinerU-Diffusion prefills the prompt
         in blocks of it); None for AR decodes."""
+        raise NotImplementedError
 
     def token_text(self, token_id: int) -> str:
         """Display text of one token id."""
+        raise NotImplementedError
+
+    def token_texts(self, ids: list[int]) -> list[str]:
+        """Display text per token of a whole sequence (byte-level BPE tokens can split a character)."""
+        return [self.token_text(i) for i in ids]
 
     def detokenize(self, ids: list[int]) -> str:
         """Text of a sequence of ids (special tokens dropped)."""
-
-    # Optional: ``token_texts(ids) -> list[str]``, display text per token of a whole sequence, for
-    # tokenizers whose tokens can split a character (byte-level BPE). Falls back to token_text.
+        raise NotImplementedError
 
     def token_boxes(self, page: Any, region: Region, ctx: Any, row: int, ids: list[int]) -> list[Box | None] | None:
-        """Optional page boxes for decoded tokens when no ground truth exists (None: not known)."""
+        """Page boxes of decoded tokens when the page has no ground truth (None: not known)."""
+        return None
 
-
-@runtime_checkable
-class DiffusionBackend(Backend, Protocol):
-    mask_id: int
+    # ---- diffusion ---------------------------------------------------------------------------------
 
     def block_logits(self, ctx: Any, block: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """Logits (b, L, V) for a block (b, L) of the given rows; attends to cache + block; stores nothing."""
+        raise NotImplementedError(f"{self.name} does not run the diffusion decoder")
 
     def commit_block(self, ctx: Any, block: torch.Tensor, rows: torch.Tensor) -> None:
         """Forward the finished block for the given rows and append its keys/values to the cache."""
+        raise NotImplementedError(f"{self.name} does not run the diffusion decoder")
 
+    # ---- autoregressive ------------------------------------------------------------------------------
 
-@runtime_checkable
-class ARBackend(Backend, Protocol):
     def first_logits(self, ctx: Any) -> torch.Tensor:
         """Logits (B, V) for the first answer token, from the prefill."""
+        raise NotImplementedError(f"{self.name} does not run the AR decoder")
 
     def next_logits(self, ctx: Any, tokens: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """Append one token (b,) per given row to the cache and return logits (b, V) for the next."""
+        raise NotImplementedError(f"{self.name} does not run the AR decoder")
+
+    # ---- two-stage parse (supports_layout) ------------------------------------------------------------
+
+    def layout_region(self, page: Any, wording: str) -> Region:
+        """The whole page as the layout pass's region, asked with the given prompt wording."""
+        raise NotImplementedError(f"{self.name} has no layout prompt")
+
+    def parse_layout(self, text: str, page: Any) -> list[Region]:
+        """The layout pass's answer -> regions to recognise, in reading order."""
+        raise NotImplementedError(f"{self.name} has no layout prompt")

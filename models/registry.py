@@ -15,7 +15,11 @@ from __future__ import annotations
 import json
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
+
+from models.base import Backend
 
 from mudiff_viz.core.errors import ModelLoadError
 
@@ -45,7 +49,8 @@ def default_device() -> str:
 
 
 def model_kind(model_dir: Path) -> str:
-    """'nano', 'mineru_diffusion' or 'qwen2_vl', from the directory's config.json."""
+    """The registered model type of a directory, from its config.json ``model_type`` (never from
+    its name). The character pair's configs predate ``model_type`` and are told by their fields."""
     cfg_path = model_dir / "config.json"
     if not cfg_path.is_file():
         raise ModelLoadError(f"{model_dir} has no config.json: not a model directory")
@@ -56,13 +61,11 @@ def model_kind(model_dir: Path) -> str:
     if not isinstance(cfg, dict):
         raise ModelLoadError(f"{cfg_path} is not a JSON object")
     model_type = cfg.get("model_type")
-    if model_type in ("mineru_diffusion", "qwen2_vl"):
-        return model_type
-    if model_type == "nano":
-        return "nano"
-    if "conv_channels" in cfg and cfg.get("kind") in ("ar", "diffusion"):
+    if model_type is None and "conv_channels" in cfg and cfg.get("kind") in ("ar", "diffusion"):
         return "nano_char"
-    raise ModelLoadError(f"{cfg_path}: unsupported model_type {model_type!r} (expected mineru_diffusion or qwen2_vl)")
+    if model_type not in BACKEND_TYPES:
+        raise ModelLoadError(f"{cfg_path}: unsupported model_type {model_type!r} (known: {', '.join(BACKEND_TYPES)})")
+    return model_type
 
 
 def resolve_dir(spec: str) -> Path:
@@ -88,57 +91,81 @@ def resolve_dir(spec: str) -> Path:
         raise ModelLoadError(f"cannot download {repo}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
 
 
-def load_backend(spec: str = "nano", decoder: str = "diffusion", device: str | None = None):
-    """The backend for a spec and decoder, loaded once per process (thread-safe)."""
-    if decoder not in ("diffusion", "ar"):
-        raise ModelLoadError(f"decoder must be 'diffusion' or 'ar', got {decoder!r}")
+@dataclass(frozen=True)
+class BackendType:
+    """A model type the registry can load: ``factory(model_dir, device, spec) -> Backend``."""
+
+    factory: Callable[[Path, str, str], Backend]
+    wrong_decoder: str = ""  # what to say when the weights cannot run the requested decoder
+
+
+BACKEND_TYPES: dict[str, BackendType] = {}
+
+
+def register_backend(model_type: str, factory: Callable[[Path, str, str], Backend], wrong_decoder: str = "") -> None:
+    """Make directories whose config.json says ``model_type`` loadable by ``--model DIR``."""
+    BACKEND_TYPES[model_type] = BackendType(factory, wrong_decoder)
+
+
+def load_backend(spec: str = "nano", kind: str = "diffusion", device: str | None = None) -> Backend:
+    """The backend for a spec, serving decoders of ``kind`` ("diffusion" or "ar" weights), loaded
+    once per process (thread-safe)."""
     device = device or default_device()
-    key = (spec, decoder, device)
+    key = (spec, kind, device)
     with _lock:
         if key not in _cache:
-            _cache[key] = _load(spec, decoder, device)
+            _cache[key] = _load(spec, kind, device)
         return _cache[key]
 
 
-def _load(spec: str, decoder: str, device: str):
+def _load(spec: str, kind: str, device: str) -> Backend:
     for family in ("nano", "nano-char"):
         if spec in (family, f"{family}-diffusion", f"{family}-ar"):
-            kind = decoder if spec == family else spec.rsplit("-", 1)[1]
-            if kind != decoder:
-                raise ModelLoadError(f"{spec} is the {kind} twin; it cannot run the {decoder} decoder")
+            twin = kind if spec == family else spec.rsplit("-", 1)[1]
+            if twin != kind:
+                raise ModelLoadError(f"{spec} is the {twin} twin; it cannot run the {kind} decoder")
             weights = SHIPPED[family]
-            return _nano_backend(weights, NANO_DIR / f"{weights}-{kind}", device, spec)
+            return BACKEND_TYPES[weights.replace("-", "_")].factory(NANO_DIR / f"{weights}-{twin}", device, spec)
     model_dir = resolve_dir(spec)
-    kind = model_kind(model_dir)
-    if kind in ("nano", "nano_char"):
-        backend = _nano_backend(kind.replace("_", "-"), model_dir, device, spec)
-        if backend.kind != decoder:
-            raise ModelLoadError(f"{spec} holds the nano {backend.kind} twin; it cannot run the {decoder} decoder")
-        return backend
-    if kind == "mineru_diffusion":
-        if decoder != "diffusion":
-            raise ModelLoadError(
-                f"{spec} is MinerU-Diffusion: use --decoder diffusion (try --strategy left_to_right for AR order), "
-                "or pass a MinerU2.5 checkpoint for the AR decoder"
-            )
-        from models.mineru_diffusion.backend import MinerUDiffusionBackend
+    model_type = model_kind(model_dir)
+    entry = BACKEND_TYPES[model_type]
+    backend = entry.factory(model_dir, device, spec)
+    if backend.kind != kind:
+        raise ModelLoadError(entry.wrong_decoder or f"{spec} holds {backend.kind} weights; it cannot run the {kind} decoder")
+    return backend
 
-        return MinerUDiffusionBackend(model_dir, device=device, spec=spec)
-    if decoder != "ar":
-        raise ModelLoadError(f"{spec} is MinerU2.5 (Qwen2-VL, autoregressive): use --decoder ar")
+
+# Factories import their backend when first used: the MinerU backends pull in transformers (seconds).
+def _nano(model_dir: Path, device: str, spec: str) -> Backend:
+    from models.nano.backend import NanoBackend
+
+    return NanoBackend(model_dir, device=device, spec=spec)
+
+
+def _nano_char(model_dir: Path, device: str, spec: str) -> Backend:
+    from models.nano_char.backend import NanoCharBackend
+
+    return NanoCharBackend(model_dir, device=device, spec=spec)
+
+
+def _mineru_diffusion(model_dir: Path, device: str, spec: str) -> Backend:
+    from models.mineru_diffusion.backend import MinerUDiffusionBackend
+
+    return MinerUDiffusionBackend(model_dir, device=device, spec=spec)
+
+
+def _mineru25(model_dir: Path, device: str, spec: str) -> Backend:
     from models.mineru25.backend import MinerU25Backend
 
     return MinerU25Backend(model_dir, device=device, spec=spec)
 
 
-def _nano_backend(family: str, model_dir: Path, device: str, spec: str):
-    if family == "nano":
-        from models.nano.backend import NanoBackend
-
-        return NanoBackend(model_dir, device=device, spec=spec)
-    from models.nano_char.backend import NanoCharBackend
-
-    return NanoCharBackend(model_dir, device=device, spec=spec)
+register_backend("nano", _nano)
+register_backend("nano_char", _nano_char)
+register_backend("mineru_diffusion", _mineru_diffusion,
+                 "this is MinerU-Diffusion: use --decoder diffusion (try --strategy left_to_right for AR order), "
+                 "or pass a MinerU2.5 checkpoint for the AR decoder")
+register_backend("qwen2_vl", _mineru25, "this is MinerU2.5 (Qwen2-VL, autoregressive): use --decoder ar")
 
 
 def configured_models() -> list[str]:

@@ -82,7 +82,7 @@ def synthetic_trace(tmp: Path):
     save_model(NanoOCR(cfg), tmp / "nano-diffusion")
     registry.NANO_DIR = tmp
     page = load_page(ROOT / "assets" / "samples" / "helvetica-page.pdf")
-    params = make_params("diffusion", block_length=32, steps=32, threshold=0.95, max_new_tokens=64)
+    params = make_params(block_length=32, steps=32, threshold=0.95, max_new_tokens=64)
     return decode_page(page, model="nano", decoder="diffusion", params=params)
 
 

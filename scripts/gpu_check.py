@@ -33,7 +33,7 @@ from models.mineru_common.text import ChatText  # noqa: E402
 from models.mineru_diffusion.backend import MinerUDiffusionBackend, dtype_for  # noqa: E402
 from models.mineru_diffusion.graphs import BlockGraphs  # noqa: E402
 from models.mineru_diffusion.model import MinerUDiffusion, MinerUDiffusionConfig, SDARConfig, VisionConfig  # noqa: E402
-from mudiff_viz.decoding.diffusion import DiffusionParams  # noqa: E402
+from mudiff_viz.decoding.settings import DecodeParams  # noqa: E402
 from mudiff_viz.inputs.pages import load_page  # noqa: E402
 from mudiff_viz.decoding.pipeline import decode_page  # noqa: E402
 
@@ -71,7 +71,7 @@ def build_backend(tiny: bool, device: torch.device, workdir: Path) -> MinerUDiff
 
 def run(backend, page, blocks: int, record: bool, threshold: float = 0.95, block_length: int = 32) -> dict:
     """One timed page decode of exactly ``32 * blocks`` tokens (stop tokens are switched off)."""
-    params = DiffusionParams(max_new_tokens=32 * blocks, record=record, max_seconds=None, threshold=threshold,
+    params = DecodeParams(max_new_tokens=32 * blocks, record=record, max_seconds=None, threshold=threshold,
                              block_length=block_length, steps=min(32, block_length))
     sync = torch.cuda.synchronize if backend.device.type == "cuda" else (lambda: None)
     sync()

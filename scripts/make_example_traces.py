@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     stem = Path(args.page).stem
     for decoder, spec in (("ar", args.model_ar), ("diffusion", args.model_diffusion)):
-        params = make_params(decoder, max_new_tokens=args.max_new_tokens)
+        params = make_params(max_new_tokens=args.max_new_tokens)
         trace = decode_page(page, model=spec, decoder=decoder, params=params)
         problems = check_invariants(trace)
         if problems:

@@ -109,11 +109,13 @@ def shot_how(pg, out: Path) -> None:
 
 def shot_offline(browser, out: Path) -> None:
     from mudiff_viz.core.trace import Trace
+    from mudiff_viz.inputs.page_lookup import page_for_trace
     from mudiff_viz.views.export import standalone_html
+    from mudiff_viz.views.page_image import image_data_url
 
     trace = Trace.load(ROOT / "assets" / "traces" / "courier-short.diffusion.json")
     html = out.parent / ".offline-replay.html"
-    html.write_text(standalone_html(trace), encoding="utf-8")
+    html.write_text(standalone_html(trace, image_data_url(page_for_trace(trace.page))), encoding="utf-8")
     try:
         ctx = browser.new_context(viewport=VIEWPORT)
         pg = ctx.new_page()

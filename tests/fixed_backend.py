@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from models.base import Region
+from models.base import Backend
+from mudiff_viz.core.types import Region
 
 LETTERS = "abcdefgh"
 MASK, EOS = 8, 9
@@ -31,7 +32,9 @@ class FixedPage:
         return {"width": 100, "height": 100, "source": "fixed", "page_index": 0, "sha256": ""}
 
 
-class FixedBackend:
+class FixedBackend(Backend):
+    kind = "diffusion"
+    batches_regions = True
     name = "fixed"
     spec = "fixed"
     params_m = 0.0

@@ -128,7 +128,7 @@ def test_missing_nano_weights_say_what_to_do(tmp_path, monkeypatch):
 
 
 def test_lessons_use_real_controls():
-    from mudiff_viz.decoding.policies import STRATEGIES
+    from mudiff_viz.decoding.strategies import STRATEGIES
     from mudiff_viz.ui import howitworks
 
     for lesson in howitworks.LESSONS:

@@ -97,22 +97,23 @@ def clock_bomb(field: str, value: int) -> bytes:
     """A valid little trace with one clock value replaced: the loader accepts it, the player must not."""
     import json
 
-    from mudiff_viz.decoding.diffusion import DiffusionParams, decode_diffusion
+    from mudiff_viz.decoding.diffusion import decode_diffusion
+    from mudiff_viz.decoding.settings import DecodeParams
     from tests.fixed_backend import FixedBackend, FixedPage
 
     b = FixedBackend(seed=2, n_rows=2)
-    d = decode_diffusion(b, FixedPage(), b.regions(None), DiffusionParams(block_length=8, steps=4, max_new_tokens=16)).to_dict()
-    if field == "nfe":
-        d["steps"][0]["nfe"] = value
+    d = decode_diffusion(b, FixedPage(), b.regions(None), DecodeParams(block_length=8, steps=4, max_new_tokens=16)).to_dict()
+    if field == "forward":
+        d["steps"][0]["forward"] = value
     else:
-        d["regions"][0]["tokens"][0]["commit_step"] = value
+        d["regions"][0]["tokens"][0]["commit_forward"] = value
     return json.dumps(d).encode()
 
 
 CLOCK_BOMBS = {
-    "huge-nfe.json": (lambda: clock_bomb("nfe", 10**9), "'steps[0].nfe' is 1000000000"),
-    "huge-commit.json": (lambda: clock_bomb("commit_step", 10**9), "'regions[0].tokens[0].commit_step' is 1000000000"),
-    "negative-nfe.json": (lambda: clock_bomb("nfe", -3), "'steps[0].nfe' is -3"),
+    "huge-forward.json": (lambda: clock_bomb("forward", 10**9), "'steps[0].forward' is 1000000000"),
+    "huge-commit.json": (lambda: clock_bomb("commit_forward", 10**9), "'regions[0].tokens[0].commit_forward' is 1000000000"),
+    "negative-forward.json": (lambda: clock_bomb("forward", -3), "'steps[0].forward' is -3"),
 }
 
 
@@ -182,4 +183,4 @@ def test_good_page_decodes_after_all_that(client, corpus):
         app_error(lambda: decode(client, corpus / name))
     status, payload, *_ , files = decode(client, SAMPLE, decoder="diffusion")
     assert payload["kind"] == "mudiff-player" and len(payload["regions"]) == 15
-    assert Trace.load(files[0]).page["source"] == "courier-short.pdf" and "CER" in status
+    assert Trace.load(files[0]).page.source == "courier-short.pdf" and "CER" in status

@@ -30,12 +30,12 @@ def test_bench_reports_every_key_in_both_regimes(tiny_models):
 
 def test_recording_switch_really_disables_recording(tiny_models):
     from mudiff_viz.bench.speed import _decode
-    from mudiff_viz.decoding.diffusion import DiffusionParams
+    from mudiff_viz.decoding.settings import DecodeParams
 
     page = bench_pages(1)[0]
     spec = str(tiny_models["diffusion"])
-    on = _decode(page, spec, "diffusion", DiffusionParams(block_length=8, steps=8))
-    off = _decode(page, spec, "diffusion", DiffusionParams(block_length=8, steps=8, record=False))
+    on = _decode(page, spec, "diffusion", DecodeParams(block_length=8, steps=8))
+    off = _decode(page, spec, "diffusion", DecodeParams(block_length=8, steps=8, record=False))
     assert on.steps and not off.steps
     assert on.text == off.text and on.metrics["nfe"] == off.metrics["nfe"]
     assert len(off.to_json()) < len(on.to_json()) / 2

@@ -100,12 +100,13 @@ def test_wall_clock_and_keyboard(page):
 
 def test_viewer_shows_model_markup_as_text(page, tmp_path):
     """A trace whose model text is HTML (an <img onerror>, a <script>) replays it as visible text."""
-    from mudiff_viz.decoding.diffusion import DiffusionParams, decode_diffusion
+    from mudiff_viz.decoding.diffusion import decode_diffusion
+    from mudiff_viz.decoding.settings import DecodeParams
     from tests.fixed_backend import FixedBackend, FixedPage
 
     backend = FixedBackend(seed=1, n_rows=2, eos_at={0: 11})
     trace = hostile(decode_diffusion(backend, FixedPage(), backend.regions(None),
-                                     DiffusionParams(block_length=8, steps=8, max_new_tokens=16)))
+                                     DecodeParams(block_length=8, steps=8, max_new_tokens=16)))
     path = tmp_path / "hostile.diffusion.json"
     trace.save(path)
     page.get_by_role("tab", name="Trace viewer").click()
@@ -123,14 +124,15 @@ def test_viewer_shows_model_markup_as_text(page, tmp_path):
 
 def test_offline_replay_needs_no_network(browser, tmp_path):
     """The downloadable HTML replay plays from a file with every network request refused."""
-    from mudiff_viz.decoding.diffusion import DiffusionParams, decode_diffusion
+    from mudiff_viz.decoding.diffusion import decode_diffusion
+    from mudiff_viz.decoding.settings import DecodeParams
     from mudiff_viz.views.export import standalone_html
     from tests.fixed_backend import FixedBackend, FixedPage
 
     backend = FixedBackend(seed=3, n_rows=3, eos_at={1: 9})
-    trace = decode_diffusion(backend, FixedPage(), backend.regions(None), DiffusionParams(block_length=8, steps=4, max_new_tokens=16))
+    trace = decode_diffusion(backend, FixedPage(), backend.regions(None), DecodeParams(block_length=8, steps=4, max_new_tokens=16))
     path = tmp_path / "replay.html"
-    path.write_text(standalone_html(trace, find_page=False), encoding="utf-8")
+    path.write_text(standalone_html(trace), encoding="utf-8")
     ctx = browser.new_context()
     requests: list[str] = []
 

@@ -89,10 +89,11 @@ def test_ar_model_refuses_the_other_decoder(tiny_models, pdf, tmp_path):
 
 def test_view_reports_invariant_problems(tmp_path):
     from tests.fixed_backend import FixedBackend, FixedPage
-    from mudiff_viz.decoding.diffusion import DiffusionParams, decode_diffusion
+    from mudiff_viz.decoding.diffusion import decode_diffusion
+    from mudiff_viz.decoding.settings import DecodeParams
 
     backend = FixedBackend(seed=0)
-    trace = decode_diffusion(backend, FixedPage(), backend.regions(None), DiffusionParams(max_new_tokens=32))
+    trace = decode_diffusion(backend, FixedPage(), backend.regions(None), DecodeParams(max_new_tokens=32))
     d = trace.to_dict()
     d["metrics"]["nfe"] += 3
     (tmp_path / "t.json").write_text(json.dumps(d))

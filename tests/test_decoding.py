@@ -12,9 +12,12 @@ import math
 import pytest
 import torch
 
-from mudiff_viz.decoding.autoregressive import ARParams, decode_autoregressive
-from mudiff_viz.decoding.diffusion import DiffusionParams, decode_diffusion
-from mudiff_viz.decoding.policies import quota_schedule, select_commits
+from mudiff_viz.decoding.autoregressive import decode_autoregressive
+from mudiff_viz.decoding.settings import DecodeParams
+from mudiff_viz.decoding.diffusion import decode_diffusion
+from mudiff_viz.decoding.sampling import quota_schedule
+from mudiff_viz.decoding.scheduler import BlockScheduler
+from mudiff_viz.decoding.strategies import strategy_names
 from mudiff_viz.core.trace import Trace, check_invariants
 from tests.fixed_backend import EOS, MASK, V, FixedBackend, FixedPage
 
@@ -77,7 +80,7 @@ def official_reference(backend: FixedBackend, row: int, block_length: int, steps
 
 
 def ours(backend: FixedBackend, **kw) -> Trace:
-    params = DiffusionParams(**kw)
+    params = DecodeParams(**kw)
     return decode_diffusion(backend, FixedPage(), backend.regions(None), params)
 
 
@@ -100,7 +103,7 @@ def test_matches_official_loop(block_length, steps, threshold, temperature):
     fixed_tokens, fixed_steps, _ = official_reference(
         backend, 0, block_length, steps, threshold, temperature, 7, n_blocks, clamp=True)
     got_tokens = [t.id for t in trace.regions[0].tokens]
-    got_steps = [t.commit_step for t in trace.regions[0].tokens]
+    got_steps = [t.commit_forward for t in trace.regions[0].tokens]
     # ours == the official loop with the quota clamp, token for token and step for step ...
     assert got_tokens == fixed_tokens
     assert got_steps == fixed_steps
@@ -127,14 +130,16 @@ def test_quota_schedule():
 
 
 def test_official_recommit_bug_cannot_happen():
-    """4 masked positions left, quota 7: the official topk would pick decoded positions too."""
+    """4 masked positions left, quota 8: the official topk would pick decoded positions too."""
     conf = torch.tensor([[0.99, 0.1, 0.2, 0.98, 0.3, 0.97, 0.4, 0.96]])
     masked = torch.tensor([[False, True, True, False, True, False, True, False]])
-    commit = select_commits("low_confidence_dynamic", conf, masked, quota=7, threshold=0.95)
-    assert commit.tolist() == masked.tolist()  # exactly the masked ones, nothing re-committed
-    for strategy in ("low_confidence_static", "random", "left_to_right"):
-        c = select_commits(strategy, conf, masked, 7, 0.95, torch.Generator().manual_seed(0))
-        assert not (c & ~masked).any()
+    # logits over (token 0, token 1, MASK=2) whose argmax has exactly these confidences
+    logits = torch.stack([conf.log(), (1 - conf).clamp(min=1e-6).log(), torch.full_like(conf, -30.0)], -1)
+    for strategy in strategy_names():
+        params = DecodeParams(block_length=8, steps=1, threshold=0.95, strategy=strategy)
+        out = BlockScheduler(params, mask_id=2, generator=torch.Generator().manual_seed(0)).step(logits, masked, 0)
+        assert out.committed.tolist() == masked.tolist(), strategy  # exactly the masked ones, nothing re-committed
+        assert torch.allclose(out.confidence[masked], torch.maximum(conf, 1 - conf)[masked], atol=1e-4)
 
 
 def test_each_position_committed_once_even_when_official_would_recommit():
@@ -150,7 +155,7 @@ def test_each_position_committed_once_even_when_official_would_recommit():
 def test_deterministic_mode_is_reproducible_and_not_one_step():
     runs = [ours(FixedBackend(seed=11), block_length=32, steps=32, threshold=0.9, temperature=0.0,
                  max_new_tokens=64) for _ in range(2)]
-    ids = [[(t.id, t.commit_step, t.confidence) for t in r.tokens] for run in runs for r in run.regions]
+    ids = [[(t.id, t.commit_forward, t.confidence) for t in r.tokens] for run in runs for r in run.regions]
     assert ids[0] == ids[1]
     assert [s.candidates for s in runs[0].steps] == [s.candidates for s in runs[1].steps]
     # a real deterministic mode keeps the T=1 confidences, so blocks take several steps
@@ -204,7 +209,7 @@ def test_stop_token_truncates_and_ends_the_row():
 
 def test_ar_decoder_one_token_per_forward():
     backend = FixedBackend(seed=1, n_rows=2, eos_at={1: 6})
-    trace = decode_autoregressive(backend, FixedPage(), backend.regions(None), ARParams(max_new_tokens=20))
+    trace = decode_autoregressive(backend, FixedPage(), backend.regions(None), DecodeParams(max_new_tokens=20))
     assert check_invariants(trace) == []
     assert all(sum(s.committed) == 1 and len(s.positions) == 1 for s in trace.steps)
     assert [len(r.tokens) for r in trace.regions] == [20, 7]
@@ -220,7 +225,7 @@ def test_recording_switch():
     assert off.steps == [] and on.steps
     assert on.text == off.text
     assert on.metrics["nfe"] == off.metrics["nfe"]
-    assert [t.commit_step for t in on.regions[0].tokens] == [t.commit_step for t in off.regions[0].tokens]
+    assert [t.commit_forward for t in on.regions[0].tokens] == [t.commit_forward for t in off.regions[0].tokens]
 
 
 def test_trace_of_4000_tokens_stays_small(tmp_path):

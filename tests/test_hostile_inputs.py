@@ -171,11 +171,12 @@ def test_trace_loader_accepts_or_refuses_cleanly(value):
 
 @pytest.fixture(scope="module")
 def valid_trace_dict():
-    from mudiff_viz.decoding.diffusion import DiffusionParams, decode_diffusion
+    from mudiff_viz.decoding.diffusion import decode_diffusion
+    from mudiff_viz.decoding.settings import DecodeParams
     from tests.fixed_backend import FixedBackend, FixedPage
 
     b = FixedBackend(seed=2, n_rows=2)
-    return decode_diffusion(b, FixedPage(), b.regions(None), DiffusionParams(block_length=8, steps=4, max_new_tokens=16)).to_dict()
+    return decode_diffusion(b, FixedPage(), b.regions(None), DecodeParams(block_length=8, steps=4, max_new_tokens=16)).to_dict()
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -131,7 +131,7 @@ def test_eight_clients_each_get_their_own_pages(server, tmp_path):
             decoder = "diffusion" if (c + k) % 2 == 0 else "ar"
             status, payload, *_, files = decode(client, path, decoder)
             trace = Trace.load(files[0])
-            if trace.page["sha256"] != hashlib.sha256(path.read_bytes()).hexdigest():
+            if trace.page.sha256 != hashlib.sha256(path.read_bytes()).hexdigest():
                 problems.append(f"client {c} page {k}: got the trace of another page")
             if not (trace.gt_text or "").startswith(f"Client {c} page {k}\n"):
                 problems.append(f"client {c} page {k}: ground truth {trace.gt_text!r}")

@@ -15,8 +15,7 @@ import torch
 
 from models.nano_char.evaluate import eval_pages
 from models.registry import NANO_DIR, SHIPPED
-from mudiff_viz.decoding.autoregressive import ARParams
-from mudiff_viz.decoding.diffusion import DiffusionParams
+from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.core.metrics import cer
 from mudiff_viz.decoding.pipeline import decode_page
 from mudiff_viz.core.trace import check_invariants
@@ -44,8 +43,8 @@ def test_weights_are_small_safetensors():
 @needs_weights
 def test_both_decoders_read_held_out_pages(pages):
     for label, page in pages:
-        ar = decode_page(page, model="nano", decoder="ar", params=ARParams(max_new_tokens=320))
-        diff = decode_page(page, model="nano", decoder="diffusion", params=DiffusionParams(threshold=0.95, max_new_tokens=320))
+        ar = decode_page(page, model="nano", decoder="ar", params=DecodeParams(max_new_tokens=320))
+        diff = decode_page(page, model="nano", decoder="diffusion", params=DecodeParams(threshold=0.95, max_new_tokens=320))
         ar_cer, diff_cer = cer(ar.text, page.text), cer(diff.text, page.text)
         assert ar_cer <= CER_BOUND, (label, ar_cer)
         assert diff_cer <= CER_BOUND, (label, diff_cer)
@@ -66,7 +65,7 @@ def test_image_without_text_layer_decodes_with_ctc_boxes(tmp_path):
     root = Path(__file__).resolve().parent.parent
     page = load_page(root / "assets" / "samples" / "scan-times.jpg")
     truth = (root / "assets" / "samples" / "scan-times.txt").read_text().strip()
-    trace = decode_page(page, model="nano", decoder="diffusion", params=DiffusionParams(max_new_tokens=320))
+    trace = decode_page(page, model="nano", decoder="diffusion", params=DecodeParams(max_new_tokens=320))
     assert cer(trace.text, truth) < 0.05
     boxed = [t for r in trace.regions for t in r.tokens if t.text.strip()]
     assert sum(t.box is not None for t in boxed) / len(boxed) > 0.95

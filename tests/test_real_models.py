@@ -22,8 +22,7 @@ from safetensors.torch import save_file
 
 from models import registry
 from models.mineru_diffusion.model import MinerUDiffusion, sdar_mask
-from mudiff_viz.decoding.autoregressive import ARParams
-from mudiff_viz.decoding.diffusion import DiffusionParams
+from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.core.errors import ModelLoadError
 from models.mineru_common.layout import parse_layout
 from mudiff_viz.inputs.pages import load_page
@@ -441,8 +440,8 @@ def test_prefill_with_a_fixed_block_of_32_gives_other_logits_at_block_8(diffusio
 def test_trace_records_the_prefill_block(diffusion_dir, page_png):
     backend = _load(diffusion_dir, "diffusion")
     trace = decode_page(load_page(page_png), decoder="diffusion", backend=backend,
-                        params=DiffusionParams(block_length=8, steps=8, max_new_tokens=16))
-    assert trace.params["prefill_block"] == 8 and trace.params["exec_mode"] == "eager"
+                        params=DecodeParams(block_length=8, steps=8, max_new_tokens=16))
+    assert trace.params["prefill_block"] == 8 and trace.model.exec_mode == "eager" and trace.model.mask_id == backend.mask_id
 
 
 def test_static_block_forward_matches_the_eager_path(diffusion_dir, page_png):
@@ -476,7 +475,7 @@ def test_static_block_forward_matches_the_eager_path(diffusion_dir, page_png):
     # a whole decode runs through the static path and yields a valid trace (token-for-token
     # equality is not asserted: a random model's near-tied logits flip on 1e-6 differences)
     backend.graphs = BlockGraphs(backend.model, use_graphs=False)
-    trace = decode_page(page, decoder="diffusion", backend=backend, params=DiffusionParams(max_new_tokens=96))
+    trace = decode_page(page, decoder="diffusion", backend=backend, params=DecodeParams(max_new_tokens=96))
     backend.graphs = None
     assert check_invariants(trace) == [] and trace.n_tokens > 0
 
@@ -585,10 +584,10 @@ def test_strict_load_names_offending_keys(tmp_path):
 
 def test_diffusion_decodes_into_valid_trace(diffusion_dir, page_png):
     backend = _load(diffusion_dir, "diffusion")
-    params = DiffusionParams(max_new_tokens=64, threshold=0.5)
+    params = DecodeParams(max_new_tokens=64, threshold=0.5)
     trace = decode_page(load_page(page_png), decoder="diffusion", params=params, backend=backend)
     assert check_invariants(trace) == []
-    assert trace.model["name"] == "mineru-diffusion" and len(trace.regions) == 1
+    assert trace.model.name == "mineru-diffusion" and len(trace.regions) == 1
     assert trace.regions[0].kind == "page" and trace.regions[0].n_generated in (32, 64)
     assert Trace.loads(trace.to_json()).text == trace.text
 
@@ -600,7 +599,7 @@ def test_two_stage_parse_merges_layout_and_blocks(diffusion_dir, page_png):
 
     backend = _load(diffusion_dir, "diffusion")
     page = load_page(page_png)
-    params = DiffusionParams(max_new_tokens=32, threshold=0.5)
+    params = DecodeParams(max_new_tokens=32, threshold=0.5)
     layout_trace = decode_diffusion(backend, page, [layout_region(page.width, page.height)], params)
     answer = (
         "<|box_start|>050 100 900 300<|box_end|><|ref_start|>title<|ref_end|><|rotate_up|>\n"
@@ -616,7 +615,7 @@ def test_two_stage_parse_merges_layout_and_blocks(diffusion_dir, page_png):
     assert trace.regions[2].bbox == [10.0, 60.0, 180.0, 102.0] and trace.regions[3].tokens == []
     by_region = {s.region for s in trace.steps}
     assert by_region == {0, 1, 2}
-    first_of = {r: min(s.nfe for s in trace.steps if s.region == r) for r in by_region}
+    first_of = {r: min(s.forward for s in trace.steps if s.region == r) for r in by_region}
     assert first_of[0] == 0 < first_of[1] < first_of[2]  # back to back on one clock
     assert trace.metrics["nfe"] == sum(len(t.steps) for t in [trace]) + trace.metrics["commit_passes"]
     assert trace.params["n_regions"] == 4 and trace.params["mode"] == "layout"
@@ -635,7 +634,7 @@ def test_layout_prompt_wordings_reach_the_model(diffusion_dir, page_png, wording
     ids = backend.text.prompt_ids(region.prompt, 4)
     assert text in backend.text.tok.decode(ids)
     trace = decode_page(load_page(page_png), decoder="diffusion", backend=backend, mode="layout",
-                        layout_prompt=wording, params=DiffusionParams(max_new_tokens=16))
+                        layout_prompt=wording, params=DecodeParams(max_new_tokens=16))
     assert trace.params["layout_prompt"] == wording
 
 
@@ -653,8 +652,8 @@ def test_exif_orientation_6_jpeg_gives_the_upright_image_grid(diffusion_dir, tmp
     vision = backend.images(backend.images.region_image(page.image, backend.regions(page)[0]))
     _, h, w = vision.grid_thw[0].tolist()
     assert w > h  # [1, 24, 48]-like, not the sideways [1, 48, 24]
-    trace = decode_page(page, decoder="diffusion", backend=backend, params=DiffusionParams(max_new_tokens=8))
-    assert trace.page["exif_orientation"] == 6
+    trace = decode_page(page, decoder="diffusion", backend=backend, params=DecodeParams(max_new_tokens=8))
+    assert trace.page.exif_orientation == 6
 
 
 # ---- MinerU2.5 (AR) ---------------------------------------------------------------------------------
@@ -665,9 +664,9 @@ def test_ar_checkpoint_decodes_into_valid_trace(ar_dir, page_png):
     assert "model.safetensors.index.json" in files
     backend = _load(ar_dir, "ar")
     assert backend.model.lm_head.weight.data_ptr() == backend.model.get_input_embeddings().weight.data_ptr()
-    trace = decode_page(load_page(page_png), decoder="ar", params=ARParams(max_new_tokens=12), backend=backend)
+    trace = decode_page(load_page(page_png), decoder="ar", params=DecodeParams(max_new_tokens=12), backend=backend)
     assert check_invariants(trace) == []
-    assert trace.decoder == "ar" and trace.model["name"] == "mineru2.5"
+    assert trace.decoder == "ar" and trace.model.name == "mineru2.5"
     assert 1 <= len(trace.regions[0].tokens) <= 12
 
 

@@ -33,7 +33,7 @@ from mudiff_viz.probes.shuffle import (
     shuffle_pdf,
 )
 from mudiff_viz.probes.bench import shuffle_figure, summarize, token_errors
-from mudiff_viz.core.trace import RegionRecord, TokenRecord, Trace
+from mudiff_viz.core.trace import ModelRecord, PageRecord, RegionRecord, TokenRecord, Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -307,7 +307,7 @@ def test_cli_shuffle_bench_input_errors(tmp_path, scan, short_page, capsys):
 
 def test_token_errors_counts_confidently_wrong_tokens():
     def tok(t, c, stop=False):
-        return TokenRecord(text=t, id=0, commit_step=0, commit_time_s=0.0, confidence=c, stop=stop)
+        return TokenRecord(text=t, id=0, commit_forward=0, commit_time_s=0.0, confidence=c, stop=stop)
 
     regions = [
         RegionRecord(
@@ -315,7 +315,8 @@ def test_token_errors_counts_confidently_wrong_tokens():
         ),
         RegionRecord(bbox=[0, 0, 1, 1], text="ox", tokens=[tok("o", 0.97), tok("x", 0.3)]),
     ]
-    trace = Trace(decoder="ar", model={}, params={}, page={}, text="cat\nox", metrics={}, regions=regions, steps=[])
+    trace = Trace(decoder="ar", model=ModelRecord("m", "m", 0.0), params={}, page=PageRecord(1, 1), text="cat\nox", metrics={},
+                  regions=regions, steps=[])
     assert token_errors(trace, "cat\nox") == (0, 0)
     assert token_errors(trace, "cut\nox") == (1, 0)  # 'a' substituted, confidence 0.5
     assert token_errors(trace, "ca\nox") == (1, 1)  # 't' extra, confidence 0.95

@@ -36,7 +36,7 @@ def traces(tiny_models, pages):
     from mudiff_viz.decoding.pipeline import make_params
 
     specs = {d: str(tiny_models[d]) for d in ("diffusion", "ar")}
-    params = {d: make_params(d, block_length=8, steps=8, max_new_tokens=24) for d in specs}
+    params = {d: make_params(block_length=8, steps=8, max_new_tokens=24) for d in specs}
     seen: list[str] = []
     out = decode_grid(pages, specs, params, progress=lambda done, total, what: seen.append(what))
     assert seen and set(seen) == {f"{'AR' if d == 'ar' else 'diffusion'} on the {c} page" for d, c in GRID}
@@ -116,7 +116,7 @@ def test_image_traces_get_the_sidecars_lines(tiny_models):
     from mudiff_viz.decoding.pipeline import decode_page, make_params
 
     gt = SCAN.with_suffix(".txt").read_text(encoding="utf-8")
-    trace = decode_page(load_page(SCAN), model=str(tiny_models["ar"]), decoder="ar", params=make_params("ar", max_new_tokens=8))
+    trace = decode_page(load_page(SCAN), model=str(tiny_models["ar"]), decoder="ar", params=make_params(max_new_tokens=8))
     assert trace.gt_text is None
     lines = [ln for ln in gt.splitlines() if ln.strip()]
     with_gt = with_line_truth(trace, gt)
@@ -170,7 +170,7 @@ def test_shuffle_endpoint_returns_four_traces(client):
     assert [(t.decoder, Path(p).name.split(".")[1]) for t, p in zip(traces, trace_files)] == list(GRID)
     assert all(check_invariants(t) == [] for t in traces)
     d_orig, d_shuf, a_orig, a_shuf = traces
-    assert d_orig.page["sha256"] == a_orig.page["sha256"] != d_shuf.page["sha256"] == a_shuf.page["sha256"]
+    assert d_orig.page.sha256 == a_orig.page.sha256 != d_shuf.page.sha256 == a_shuf.page.sha256
     assert words_per_line(d_orig.gt_text) == words_per_line(d_shuf.gt_text) and d_orig.gt_text != d_shuf.gt_text
     # the payload's panes are these traces
     assert [p["text"] for p in payload["panes"]] == [t.text for t in traces]

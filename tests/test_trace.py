@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from mudiff_viz.decoding.diffusion import DiffusionParams, decode_diffusion
+from mudiff_viz.decoding.diffusion import decode_diffusion
+from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits
 from mudiff_viz.core.trace import Trace, check_invariants
@@ -17,7 +18,7 @@ from tests.fixed_backend import FixedBackend, FixedPage
 @pytest.fixture(scope="module")
 def trace() -> Trace:
     backend = FixedBackend(seed=1, n_rows=2, eos_at={0: 12})
-    return decode_diffusion(backend, FixedPage(), backend.regions(None), DiffusionParams(block_length=8, steps=8, max_new_tokens=24))
+    return decode_diffusion(backend, FixedPage(), backend.regions(None), DecodeParams(block_length=8, steps=8, max_new_tokens=24))
 
 
 def test_roundtrip_is_lossless(trace, tmp_path):
@@ -36,8 +37,12 @@ def _mutate(trace: Trace, fn) -> str:
 
 BAD = [
     (lambda d: d.pop("steps"), "'steps' is missing"),
-    (lambda d: d.update(schema_version=2), "'schema_version' is 2"),
-    (lambda d: d.update(decoder="lstm"), "'decoder'"),
+    (lambda d: d.update(schema_version=3), "'schema_version' is 3"),
+    (lambda d: d.update(decoder=7), "'decoder' must be a string"),
+    (lambda d: d["model"].pop("name"), "'model.name' is missing"),
+    (lambda d: d["model"].update(mask_id="MASK"), "'model.mask_id' must be an integer"),
+    (lambda d: d["steps"][0].pop("positions"), "'steps[0].positions' is missing"),
+    (lambda d: d["page"]["occluded"].append({"box": [1, 2], "text": "x"}), "'page.occluded[0].box' must have 4"),
     (lambda d: d["regions"][1]["tokens"][3].update(confidence="high"), "'regions[1].tokens[3].confidence' must be a number"),
     (lambda d: d["regions"][0]["tokens"][0].update(confidence=1.5), "'regions[0].tokens[0].confidence' must be in [0, 1]"),
     (lambda d: d["regions"][0].update(bbox=[1, 2, 3]), "'regions[0].bbox' must have 4 numbers"),
@@ -46,7 +51,7 @@ BAD = [
     (lambda d: d["steps"][1]["committed"].__setitem__(0, 3), "'steps[1].committed[0]' must be 0 or 1"),
     (lambda d: d["steps"][1]["topk"][0].__setitem__(0, [1]), "'steps[1].topk[0][0]' must be [id, probability]"),
     (lambda d: d["page"].update(width=-5), "'page.width' must be positive"),
-    (lambda d: d["regions"][0]["tokens"][0].update(evil=1), "'regions[0].tokens[0].evil' is not a token field"),
+    (lambda d: d["regions"][0]["tokens"][0].update(evil=1), "'regions[0].tokens[0].evil' is not a TokenRecord field"),
 ]
 
 
@@ -84,9 +89,65 @@ def test_invariants_catch_double_commits(trace):
 
 def test_clock_values_are_bounded(trace):
     """A small trace claiming a billion forwards would make viewers allocate per-forward arrays."""
-    with pytest.raises(UserInputError, match="'steps\\[0\\].nfe' is 1000000000"):
-        Trace.loads(_mutate(trace, lambda d: d["steps"][0].update(nfe=10**9)))
-    with pytest.raises(UserInputError, match="'steps\\[0\\].nfe' is -1"):
-        Trace.loads(_mutate(trace, lambda d: d["steps"][0].update(nfe=-1)))
-    with pytest.raises(UserInputError, match="commit_step"):
-        Trace.loads(_mutate(trace, lambda d: d["regions"][0]["tokens"][0].update(commit_step=10**9)))
+    with pytest.raises(UserInputError, match="'steps\\[0\\].forward' is 1000000000"):
+        Trace.loads(_mutate(trace, lambda d: d["steps"][0].update(forward=10**9)))
+    with pytest.raises(UserInputError, match="'steps\\[0\\].forward' is -1"):
+        Trace.loads(_mutate(trace, lambda d: d["steps"][0].update(forward=-1)))
+    with pytest.raises(UserInputError, match="commit_forward"):
+        Trace.loads(_mutate(trace, lambda d: d["regions"][0]["tokens"][0].update(commit_forward=10**9)))
+
+
+def _as_version_1(trace: Trace) -> dict:
+    """The same decode as a version 1 file wrote it: nfe / commit_step, no mask id or page extras."""
+    d = copy.deepcopy(trace.to_dict())
+    d["schema_version"] = 1
+    for st in d["steps"]:
+        st["nfe"] = st.pop("forward")
+    for r in d["regions"]:
+        for t in r["tokens"]:
+            t["commit_step"] = t.pop("commit_forward")
+    d["model"] = {k: d["model"][k] for k in ("name", "spec", "params_m")}
+    d["page"] = {k: v for k, v in d["page"].items() if k not in ("occluded", "probes", "exif_orientation")}
+    d["vocab"]["8"] = "<mask>"
+    return d
+
+
+def test_version_1_files_load_upgraded(trace):
+    old = Trace.loads(json.dumps(_as_version_1(trace)))
+    assert old.schema_version == 2 and old.model.mask_id == 8  # read off the vocabulary, as version 1 viewers did
+    assert [s.forward for s in old.steps] == [s.forward for s in trace.steps]
+    assert [t.commit_forward for r in old.regions for t in r.tokens] == [t.commit_forward for r in trace.regions for t in r.tokens]
+    assert check_invariants(old) == []
+    bad = _as_version_1(trace)
+    bad["steps"][0]["nfe"] = "x"
+    with pytest.raises(UserInputError, match="'steps\\[0\\].forward' must be an integer"):
+        Trace.loads(json.dumps(bad))
+
+
+def test_the_schema_is_the_dataclasses():
+    """Validation walks the dataclasses: every field without a default is required, and every
+    field the dataclasses have is accepted (a field added there is checked with no other edit)."""
+    import dataclasses
+
+    from mudiff_viz.core.trace import PageRecord, StepRecord, TokenRecord
+
+    for cls in (StepRecord, TokenRecord, PageRecord):
+        required = [f.name for f in dataclasses.fields(cls)
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        assert required  # the checks below are not vacuous
+    backend = FixedBackend(seed=1)
+    t = decode_diffusion(backend, FixedPage(), backend.regions(None), DecodeParams(block_length=4, steps=4, max_new_tokens=8))
+    for name in [f.name for f in dataclasses.fields(StepRecord)]:
+        d = t.to_dict()
+        d["steps"][0].pop(name)
+        default = next(f for f in dataclasses.fields(StepRecord) if f.name == name).default
+        if default is dataclasses.MISSING:
+            with pytest.raises(UserInputError, match=f"'steps\\[0\\].{name}' is missing"):
+                Trace.loads(json.dumps(d))
+        else:
+            Trace.loads(json.dumps(d))
+
+
+def test_trace_records_mask_id_and_block_settings(trace):
+    assert trace.model.mask_id == 8 and trace.params["block_length"] == 8 and "prefill_block" in trace.params
+    assert trace.block_length == 8 and trace.clock_length == 1 + max(s.forward for s in trace.steps)

@@ -7,8 +7,9 @@ import re
 
 import pytest
 
-from mudiff_viz.decoding.autoregressive import ARParams, decode_autoregressive
-from mudiff_viz.decoding.diffusion import DiffusionParams, decode_diffusion
+from mudiff_viz.decoding.autoregressive import decode_autoregressive
+from mudiff_viz.decoding.settings import DecodeParams
+from mudiff_viz.decoding.diffusion import decode_diffusion
 from mudiff_viz.core.trace import Trace, check_invariants
 from mudiff_viz.views import figures, tables
 from mudiff_viz.views.export import script_json, standalone_html
@@ -21,14 +22,14 @@ HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</scrip
 @pytest.fixture(scope="module")
 def diffusion() -> Trace:
     backend = FixedBackend(seed=1, n_rows=3, eos_at={0: 11, 2: 30})
-    params = DiffusionParams(block_length=8, steps=8, threshold=0.9, max_new_tokens=32)
+    params = DecodeParams(block_length=8, steps=8, threshold=0.9, max_new_tokens=32)
     return decode_diffusion(backend, FixedPage(), backend.regions(None), params)
 
 
 @pytest.fixture(scope="module")
 def ar() -> Trace:
     backend = FixedBackend(seed=2, n_rows=2, eos_at={1: 5})
-    return decode_autoregressive(backend, FixedPage(), backend.regions(None), ARParams(max_new_tokens=16))
+    return decode_autoregressive(backend, FixedPage(), backend.regions(None), DecodeParams(max_new_tokens=16))
 
 
 def hostile(trace: Trace) -> Trace:
@@ -62,7 +63,7 @@ def test_payload_shape_and_slots(diffusion):
     # every token opens (is masked) no later than it commits; commit clocks are the trace's
     tokens = [t for r in diffusion.regions for t in r.tokens]
     for i, t in enumerate(tokens):
-        assert s["commit"][i] == t.commit_step
+        assert s["commit"][i] == t.commit_forward
         assert 0 <= s["open"][i] <= s["commit"][i]
         assert s["conf"][i] == round(t.confidence * CONF_SCALE)
     # filler: the positions decoded after a stop token, shown until their block ends
@@ -82,7 +83,7 @@ def test_entries_match_the_steps(diffusion):
     assert len(e["topk_id"]) == len(e["topk_p"]) == 5 * len(e["slot"])
     # each forward's entries are exactly its steps' masked positions, with the same guesses
     for k in range(diffusion.clock_length):
-        steps = [s for s in diffusion.steps if s.nfe == k]
+        steps = [s for s in diffusion.steps if s.forward == k]
         lo, hi = e["tick_start"][k], e["tick_start"][k + 1]
         assert sorted(e["cand"][lo:hi]) == sorted(c for s in steps for c in s.candidates)
         assert sum(e["commit"][lo:hi]) == sum(sum(s.committed) for s in steps)
@@ -92,7 +93,7 @@ def test_series_are_computed_from_the_trace(diffusion):
     ser = player_payload(diffusion)["series"]
     n = diffusion.clock_length
     for k in range(n):
-        steps = [s for s in diffusion.steps if s.nfe == k]
+        steps = [s for s in diffusion.steps if s.forward == k]
         assert ser["committed"][k] == sum(sum(s.committed) for s in steps)
         assert ser["masks_left"][k] == sum(len(s.positions) - sum(s.committed) for s in steps)
         confs = [c for s in steps for c in s.confidences]
@@ -128,7 +129,7 @@ def test_model_text_is_data_not_markup(diffusion):
     assert check_invariants(bad) == []
     p = player_payload(bad)
     assert HOSTILE in p["slots"]["text"] and p["vocab"]["0"] == HOSTILE  # passed through as plain strings
-    html = standalone_html(bad, find_page=False)
+    html = standalone_html(bad)
     # nothing from the trace can open or close an element in the offline replay
     assert "<img src=x" not in html and "window.__pwned=2</script>" not in html
     assert "&lt;b&gt;page&lt;/b&gt;.pdf" in html  # the title is escaped
@@ -157,8 +158,8 @@ def test_commit_order_matrix_rows_are_blocks(diffusion, ar):
     assert m["L"] == L
     assert len(m["rows"]) == sum((len(r.tokens) + L - 1) // L for r in diffusion.regions)
     first = diffusion.regions[0].tokens[:L]
-    start = min(t.commit_step for t in first)
-    assert m["z"][0][: len(first)] == [t.commit_step - start + 1 for t in first]
+    start = min(t.commit_forward for t in first)
+    assert m["z"][0][: len(first)] == [t.commit_forward - start + 1 for t in first]
     a = figures.commit_order_matrix(ar)
     assert a["z"][0][: len(ar.regions[0].tokens)] == list(range(1, len(ar.regions[0].tokens) + 1))  # AR: left to right
 
@@ -192,12 +193,12 @@ def test_tables(diffusion, ar):
 
 def test_trace_recorded_without_steps_still_plays():
     backend = FixedBackend(seed=4, n_rows=2, eos_at={0: 6})
-    params = DiffusionParams(block_length=8, steps=8, max_new_tokens=16, record=False)
+    params = DecodeParams(block_length=8, steps=8, max_new_tokens=16, record=False)
     trace = decode_diffusion(backend, FixedPage(), backend.regions(None), params)
     assert not trace.steps
     p = player_payload(trace)
     assert not p["recorded"] and not p["entries"]["slot"]
-    last = max(t.commit_step for r in trace.regions for t in r.tokens)
+    last = max(t.commit_forward for r in trace.regions for t in r.tokens)
     assert p["clock"]["n"] == last + 1 == len(p["clock"]["time"]) == len(p["series"]["kept"])
     assert sum(p["series"]["kept"]) == trace.n_tokens
     assert p["slots"]["open"] == p["slots"]["commit"]

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import torch
 
-from models.base import Region
+from mudiff_viz.core.types import Region
 from models.mineru_common.checkpoint import read_json, weight_files
 from models.mineru_common.imaging import ImagePreprocessor
-from models.mineru_common.tasks import TEXT_PROMPT, page_region
-from models.mineru_common.text import ChatText, ChatTextTokens
+from models.mineru_common.tasks import TEXT_PROMPT
+from models.mineru_common.backend import MinerUBackend
+from models.mineru_common.text import ChatText
 from mudiff_viz.core.errors import ModelLoadError
 
 LM_HEAD = "lm_head.weight"
@@ -32,10 +33,10 @@ class ARContext:
     first_logits: torch.Tensor  # (1, V)
 
 
-class MinerU25Backend(ChatTextTokens):
-    one_region_at_a_time = True
-    supports_layout = True
-    max_answer = None
+class MinerU25Backend(MinerUBackend):
+    """MinerU2.5 through transformers' Qwen2-VL, with our KV-cached loop (one region at a time)."""
+
+    kind = "ar"
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None) -> None:
         model_dir = Path(model_dir)
@@ -58,9 +59,6 @@ class MinerU25Backend(ChatTextTokens):
         self.name = "mineru2.5"
         self.params_m = round(sum(p.numel() for p in self.model.parameters()) / 1e6, 1)
         self.stop_ids = self.text.stop_ids
-
-    def regions(self, page) -> list[Region]:
-        return [page_region(page.width, page.height, page.text)]
 
     @torch.inference_mode()
     def encode(self, page, regions: list[Region], block_length: int | None = None) -> ARContext:

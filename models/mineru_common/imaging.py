@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from PIL import Image
 
-from models.base import Region
+from mudiff_viz.core.types import Region
 from mudiff_viz.core.errors import ModelLoadError, UserInputError
 
 from models.mineru_common.checkpoint import read_json

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from models.base import Region
+from mudiff_viz.core.types import Region
 from models.mineru_common.tasks import prompt_for
 
 LINE_RE = re.compile(

@@ -7,7 +7,8 @@ Layout types that are not text (pictures) or that only group other blocks are no
 
 from __future__ import annotations
 
-from models.base import Region
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.types import Region
 
 SYSTEM_PROMPT = "You are a helpful assistant."
 TEXT_PROMPT = "\nText Recognition:"
@@ -48,5 +49,5 @@ def page_region(width: float, height: float, gt_text: str | None = None) -> Regi
 def layout_region(width: float, height: float, wording: str = DEFAULT_LAYOUT_PROMPT) -> Region:
     """The whole page for the layout-detection pass, asked with one of the release's two wordings."""
     if wording not in LAYOUT_PROMPTS:
-        raise ValueError(f"layout prompt must be one of {', '.join(LAYOUT_PROMPTS)}, got {wording!r}")
+        raise UserInputError(f"layout prompt must be one of {', '.join(LAYOUT_PROMPTS)}, got {wording!r}")
     return Region(bbox=(0.0, 0.0, float(width), float(height)), kind="layout", prompt=LAYOUT_PROMPTS[wording])

@@ -174,25 +174,3 @@ def _compile(template: str):
         return compiled.render(messages=messages, add_generation_prompt=True, add_vision_id=False)
 
     return render
-
-
-class ChatTextTokens:
-    """The backend protocol's token-text methods for a backend whose ``self.text`` is a ChatText.
-
-    Shared by both real-model backends: the tokenizer, not the model, answers these.
-    """
-
-    text: ChatText
-
-    def token_text(self, token_id: int) -> str:
-        return self.text.token_text(token_id)
-
-    def token_texts(self, ids: list[int]) -> list[str]:
-        return self.text.token_texts(ids)
-
-    def detokenize(self, ids) -> str:
-        return self.text.detokenize(ids)
-
-    def token_boxes(self, page, region, ctx, row: int, ids: list[int]):
-        """Not known: the real models give no token positions (None leaves token boxes empty)."""
-        return None

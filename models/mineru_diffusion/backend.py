@@ -13,11 +13,12 @@ from pathlib import Path
 
 import torch
 
-from models.base import Region
+from mudiff_viz.core.types import Region
 from models.mineru_common.checkpoint import check_keys, load_state_dict, read_json
 from models.mineru_common.imaging import ImagePreprocessor
-from models.mineru_common.tasks import TEXT_PROMPT, page_region
-from models.mineru_common.text import ChatText, ChatTextTokens
+from models.mineru_common.tasks import TEXT_PROMPT
+from models.mineru_common.backend import MinerUBackend
+from models.mineru_common.text import ChatText
 from mudiff_viz.core.errors import ModelLoadError
 
 from models.mineru_diffusion.graphs import BlockGraphs, graphs_wanted
@@ -40,13 +41,12 @@ class DiffusionContext:
     image_size: tuple[int, int]
 
 
-class MinerUDiffusionBackend(ChatTextTokens):
-    """The native MinerU-Diffusion; see models/mineru_diffusion/model.py for the architecture."""
+class MinerUDiffusionBackend(MinerUBackend):
+    """The native MinerU-Diffusion; see models/mineru_diffusion/model.py for the architecture.
+    One region at a time: the pipeline decodes regions sequentially and merges the traces."""
 
+    kind = "diffusion"
     prefill_follows_block_length = True  # the prompt is prefilled in blocks of the decode's block length
-    one_region_at_a_time = True  # the pipeline decodes regions sequentially and merges the traces
-    supports_layout = True  # understands the layout-detection prompt (two-stage page parse)
-    max_answer = None  # the decode limits govern
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None) -> None:
         model_dir = Path(model_dir)
@@ -92,10 +92,6 @@ class MinerUDiffusionBackend(ChatTextTokens):
             raise ModelLoadError(f"special token ids {bad} lie outside the vocabulary of {vocab}")
 
     # ---- protocol ----------------------------------------------------------------------------
-
-    def regions(self, page) -> list[Region]:
-        """The whole page, recognised as text (the two-stage layout parse is pipeline mode 'layout')."""
-        return [page_region(page.width, page.height, page.text)]
 
     @torch.inference_mode()
     def encode(self, page, regions: list[Region], block_length: int | None = None) -> DiffusionContext:

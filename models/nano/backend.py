@@ -19,7 +19,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from models.base import Region
+from models.base import Backend
+from mudiff_viz.core.types import Region
 from mudiff_viz.core import align
 from mudiff_viz.inputs.pages import union
 from mudiff_viz.inputs.regions import group_blocks, segment_lines
@@ -49,10 +50,10 @@ class NanoContext:
     alive: list[int]  # region index of each cache row
 
 
-class NanoBackend:
+class NanoBackend(Backend):
     """One nano twin (``kind`` 'diffusion' or 'ar'); implements both decoder protocols."""
 
-    one_region_at_a_time = False
+    batches_regions = True  # all text blocks of a page decode as one batch
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None) -> None:
         model, self.tok = load_model(Path(model_dir))

@@ -14,7 +14,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from models.base import Region
+from models.base import Backend
+from mudiff_viz.core.types import Region
 from mudiff_viz.core import align
 from mudiff_viz.inputs.regions import segment_lines
 
@@ -43,12 +44,10 @@ class NanoContext:
     alive: list[int] | None = None  # region index of each cache row
 
 
-class NanoCharBackend:
+class NanoCharBackend(Backend):
     """One nano twin (``kind`` 'diffusion' or 'ar'); implements both decoder protocols."""
 
-    # all lines of a page decode as one batch; the benchmark flips this to measure the latency
-    # regime (a batch of one region, as the real model runs)
-    one_region_at_a_time = False
+    batches_regions = True  # all lines of a page decode as one batch
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None) -> None:
         self.model: NanoOCR = load_model(Path(model_dir)).to(device)

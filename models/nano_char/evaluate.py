@@ -21,8 +21,7 @@ from pathlib import Path
 import torch
 
 from mudiff_viz.inputs import synth
-from mudiff_viz.decoding.autoregressive import ARParams
-from mudiff_viz.decoding.diffusion import DiffusionParams
+from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.core.metrics import cer
 from mudiff_viz.inputs.pages import Page
 from mudiff_viz.decoding.pipeline import decode_page
@@ -65,9 +64,9 @@ def run(model_ar: str, model_diff: str, pages, thresholds=THRESHOLDS, block_leng
     for decoder, thr in [("ar", None)] + [("diffusion", t) for t in thresholds]:
         for label, page in pages:
             if decoder == "ar":
-                params = ARParams(max_new_tokens=320)
+                params = DecodeParams(max_new_tokens=320)
             else:
-                params = DiffusionParams(block_length=block_length, steps=block_length, threshold=thr, max_new_tokens=320)
+                params = DecodeParams(block_length=block_length, steps=block_length, threshold=thr, max_new_tokens=320)
             t0 = time.perf_counter()
             trace = decode_page(page, model=model_ar if decoder == "ar" else model_diff, decoder=decoder, params=params)
             elapsed = time.perf_counter() - t0

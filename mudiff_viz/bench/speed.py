@@ -17,8 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mudiff_viz.inputs import synth
-from mudiff_viz.decoding.autoregressive import ARParams
-from mudiff_viz.decoding.diffusion import DiffusionParams
+from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.core.metrics import cer
 from mudiff_viz.inputs.pages import Page
 from mudiff_viz.decoding.pipeline import decode_page
@@ -40,17 +39,9 @@ def _peak_rss_mb() -> float:
 
 
 def _decode(page: Page, model: str, decoder: str, params, one_region_at_a_time: bool = False):
-    """One decode; ``one_region_at_a_time`` switches the backend to the latency regime (a batch of
-    one region, as the real model runs) for this call only."""
-    from models.registry import load_backend
-
-    backend = load_backend(model, decoder)
-    before = getattr(backend, "one_region_at_a_time", False)
-    backend.one_region_at_a_time = one_region_at_a_time
-    try:
-        return decode_page(page, model=model, decoder=decoder, params=params, backend=backend)
-    finally:
-        backend.one_region_at_a_time = before
+    """One decode; ``one_region_at_a_time``: the latency regime (a batch of one region, as the real
+    model runs) instead of the page batch."""
+    return decode_page(page, model=model, decoder=decoder, params=params, batch_regions=not one_region_at_a_time)
 
 
 REGIMES = {"page_batch": False, "one_region_at_a_time": True}
@@ -103,8 +94,8 @@ def run_bench(model: str = "nano", n_pages: int = 6, repeats: int = 3, ar_model:
     """
     pages = bench_pages(n_pages)
     ar_model = ar_model or model
-    diff = DiffusionParams(block_length=block_length, steps=block_length, threshold=threshold, max_new_tokens=1024)
-    ar = ARParams(max_new_tokens=1024)
+    diff = DecodeParams(block_length=block_length, steps=block_length, threshold=threshold, max_new_tokens=1024)
+    ar = DecodeParams(max_new_tokens=1024)
     for sequential in (False, True):  # warm-up: load models, allocator, caches
         _decode(pages[0], model, "diffusion", diff, sequential)
         _decode(pages[0], ar_model, "ar", ar, sequential)
@@ -171,7 +162,7 @@ def run_sweep(model: str = "nano", ar_model: str | None = None, n_pages: int = 4
     """Accuracy-speed curve: one point per (block length, threshold), AR as the reference point."""
     pages = bench_pages(n_pages)  # the benchmark's pages, so the two reports agree
     ar_model = ar_model or model
-    _decode(pages[0], model, "diffusion", DiffusionParams())
+    _decode(pages[0], model, "diffusion", DecodeParams())
     points = []
 
     def measure(decoder: str, params, spec: str) -> dict:
@@ -188,12 +179,12 @@ def run_sweep(model: str = "nano", ar_model: str | None = None, n_pages: int = 4
         return {"cer": edits / max(1, chars), "tokens_per_forward": tokens / max(1, nfe),
                 "tokens_per_second": tokens / max(1e-9, decode_s), "decode_s": decode_s, "tokens": tokens}
 
-    ar_point = {"decoder": "ar", **measure("ar", ARParams(), ar_model)}
+    ar_point = {"decoder": "ar", **measure("ar", DecodeParams(), ar_model)}
     log(f"AR: {json.dumps(ar_point)}")
     for bl in block_lengths:
         for thr in thresholds:
             p = {"decoder": "diffusion", "block_length": bl, "threshold": thr,
-                 **measure("diffusion", DiffusionParams(block_length=bl, steps=bl, threshold=thr), model)}
+                 **measure("diffusion", DecodeParams(block_length=bl, steps=bl, threshold=thr), model)}
             p["speed_vs_ar"] = p["tokens_per_second"] / ar_point["tokens_per_second"]
             points.append(p)
             log(f"block {bl} threshold {thr}: {json.dumps(p)}")

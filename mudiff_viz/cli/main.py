@@ -75,7 +75,7 @@ def summary_line(trace) -> str:
     m = trace.metrics
     parts = [
         f"{trace.decoder}",
-        f"model={trace.model.get('name')}",
+        f"model={trace.model.name}",
         f"regions={len(trace.regions)}",
         f"tokens={m.get('tokens')}",
         f"NFE={m.get('nfe')}",
@@ -95,7 +95,7 @@ def cmd_decode(args) -> int:
 
     limits = limits_from(args)
     page = load_page(args.input, page_index=args.page, dpi=args.dpi, limits=limits)
-    params = make_params(args.decoder, limits, **knobs_from(args))
+    params = make_params(limits, **knobs_from(args))
     if args.no_record:
         params.record = False
     trace = decode_page(page, model=args.model, decoder=args.decoder, params=params, mode=args.mode,
@@ -118,9 +118,12 @@ def cmd_view(args) -> int:
     if problems:
         print(f"warning: {len(problems)} invariant violations, first: {problems[0]}", file=sys.stderr)
     if args.html:
+        from mudiff_viz.inputs.page_lookup import page_for_trace
         from mudiff_viz.views.export import standalone_html
+        from mudiff_viz.views.page_image import image_data_url
 
-        Path(args.html).write_text(standalone_html(trace), encoding="utf-8")
+        image = page_for_trace(trace.page)  # the bundled sample it was made on, if it was
+        Path(args.html).write_text(standalone_html(trace, image_data_url(image) if image else None), encoding="utf-8")
         print(f"wrote {args.html}")
     return EXIT_OK
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from rapidfuzz.distance import Levenshtein
 
+CONFIDENT = 0.9  # a wrong token above this confidence is "confidently wrong"
+
 
 def cer(hyp: str, ref: str) -> float:
     """Character error rate: edit distance over the reference length."""
@@ -35,14 +37,14 @@ def order_correlation(trace) -> float | None:
 
     1.0 means strictly left to right; 0 means no positional order. None when undefined.
     """
-    if trace.decoder != "diffusion":
+    if trace.block_length is None:
         return 1.0
-    block_len = int(trace.params.get("block_length", 32))
+    block_len = trace.block_length
     values = []
     for region in trace.regions:
         n = len(region.tokens)
         for start in range(0, n, block_len):
-            steps = [t.commit_step for t in region.tokens[start : start + block_len]]
+            steps = [t.commit_forward for t in region.tokens[start : start + block_len]]
             if len(steps) < 3 or len(set(steps)) < 2:
                 continue
             pos_rank = np.arange(len(steps), dtype=float)

@@ -3,23 +3,32 @@
 Samplers write it; views, the player, metrics and the CLI only read it. A saved trace replays with
 no model loaded. JSON is compact: per-step arrays, probabilities rounded to 4 significant digits.
 
-Clock and counting conventions (see docs/trace.md):
+The dataclasses below are the one description of the schema: loading builds them from JSON and
+validation walks their type hints (:func:`validate`), so a field added here is checked everywhere.
+Conventions (docs/trace.md):
 
-- ``steps``: one record per (region, denoising forward). ``steps[i].nfe`` is the index of the
-  forward pass on the shared clock: regions decoded in one batched call share it.
-- ``metrics.nfe`` = ``len(steps)`` + ``metrics.commit_passes`` (the extra forward per block that
-  stores the finished block in the KV cache; 0 for AR). It counts forwards per sequence, so
-  batching does not inflate ``tokens_per_forward``.
+- The time axis is the **forward**: the index of a (batched) forward pass on the shared clock.
+  ``steps[i].forward`` is the forward that produced a step record; ``tokens[j].commit_forward`` the
+  forward that committed a token. Regions decoded in one batched call share the clock.
+- ``metrics.nfe`` = ``len(steps)`` + ``metrics.commit_passes``: forwards per sequence (the extra
+  forward per block that stores the finished block in the KV cache is a commit pass; 0 for AR).
 - Times are seconds since the request started; ``metrics.prefill_s`` is the vision encoder plus
   prompt prefill, ``metrics.decode_s`` the rest.
 - ``tokens`` of a region run up to and including the stop token (``stop: true``); ``text`` excludes
   it. Positions decoded after the stop (block filler) appear in ``steps`` only.
+
+Version 1 files (``nfe`` / ``commit_step``, no mask id) load through :func:`upgrade_v1`.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import math
+import re
+import types
+import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +36,7 @@ from typing import Any
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits, current
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 TOPK = 5
 
 
@@ -37,10 +46,41 @@ def rnd(x: float) -> float:
 
 
 @dataclass
+class ModelRecord:
+    name: str
+    spec: str
+    params_m: float
+    mask_id: int | None = None  # the MASK token of a diffusion model (a sampled MASK stays masked)
+    exec_mode: str = "eager"  # how the forwards ran: "eager" or "cuda-graphs"
+
+
+@dataclass
+class Occlusion:
+    """A word blanked on the page (the occlusion probe): its page box and the text it hid."""
+
+    box: list[float]
+    text: str
+
+
+@dataclass
+class PageRecord:
+    width: float
+    height: float
+    source: str = ""
+    page_index: int = 0
+    page_count: int = 1
+    dpi: float | None = None
+    sha256: str = ""
+    exif_orientation: int | None = None  # EXIF tag the image was turned upright by (None: none)
+    occluded: list[Occlusion] = field(default_factory=list)
+    probes: dict[str, Any] = field(default_factory=dict)  # what was done to the page: shuffle, occlude, degrade
+
+
+@dataclass
 class TokenRecord:
     text: str
     id: int
-    commit_step: int  # the clock (forward index) at which it was committed
+    commit_forward: int  # the forward that committed it
     commit_time_s: float
     confidence: float
     box: list[float] | None = None
@@ -53,14 +93,14 @@ class RegionRecord:
     text: str = ""
     tokens: list[TokenRecord] = field(default_factory=list)
     gt_text: str | None = None
-    kind: str = "text"  # text | title | table | formula | ... (layout type)
+    kind: str = "text"  # text | title | table | formula | layout | page ...
     n_generated: int = 0  # positions decoded, including filler after the stop
     prefill_s: float = 0.0
 
 
 @dataclass
 class StepRecord:
-    nfe: int
+    forward: int
     region: int
     block: int
     time_s: float
@@ -74,16 +114,16 @@ class StepRecord:
 
 @dataclass
 class Trace:
-    decoder: str  # "diffusion" | "ar"
-    model: dict
-    params: dict
-    page: dict
+    decoder: str  # a registered decoder: "diffusion" | "ar"
+    model: ModelRecord
+    params: dict[str, Any]
+    page: PageRecord
     text: str
-    metrics: dict
+    metrics: dict[str, Any]
     regions: list[RegionRecord]
     steps: list[StepRecord]
     gt_text: str | None = None
-    vocab: dict[str, str] = field(default_factory=dict)  # id -> display text for ids in topk
+    vocab: dict[str, str] = field(default_factory=dict)  # id -> display text for ids in tokens and top-k
     schema_version: int = SCHEMA_VERSION
 
     # ---- derived views -------------------------------------------------------------------------
@@ -93,8 +133,20 @@ class Trace:
         return sum(len(r.tokens) for r in self.regions)
 
     @property
+    def is_autoregressive(self) -> bool:
+        """One token per forward, no blocks (the AR decoder)."""
+        return self.decoder == "ar"
+
+    @property
+    def block_length(self) -> int | None:
+        """Block length of a block-wise decode; None for AR."""
+        return None if self.is_autoregressive else self.params.get("block_length")
+
+    @property
     def clock_length(self) -> int:
-        return 1 + max((s.nfe for s in self.steps), default=-1)
+        """Forwards on the shared clock: up to the last step record or token commit."""
+        last = max((s.forward for s in self.steps), default=-1)
+        return 1 + max([last] + [t.commit_forward for r in self.regions for t in r.tokens])
 
     def token_text(self, token_id: int) -> str:
         return self.vocab.get(str(token_id), f"<{token_id}>")
@@ -103,8 +155,7 @@ class Trace:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d = {"schema_version": d.pop("schema_version"), **d}
-        return d
+        return {"schema_version": d.pop("schema_version"), **d}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)
@@ -117,27 +168,11 @@ class Trace:
 
     @staticmethod
     def from_dict(d: Any) -> "Trace":
+        """Validate (upgrading version 1) and build."""
+        if isinstance(d, dict) and d.get("schema_version") == 1:
+            d = upgrade_v1(d)
         validate(d)
-        return Trace(
-            decoder=d["decoder"],
-            model=d["model"],
-            params=d["params"],
-            page=d["page"],
-            text=d["text"],
-            metrics=d["metrics"],
-            regions=[
-                RegionRecord(
-                    bbox=r["bbox"], text=r["text"], gt_text=r.get("gt_text"), kind=r.get("kind", "text"),
-                    n_generated=r.get("n_generated", len(r["tokens"])), prefill_s=r.get("prefill_s", 0.0),
-                    tokens=[TokenRecord(**t) for t in r["tokens"]],
-                )
-                for r in d["regions"]
-            ],
-            steps=[StepRecord(**s) for s in d["steps"]],
-            gt_text=d.get("gt_text"),
-            vocab=d.get("vocab", {}),
-            schema_version=d["schema_version"],
-        )
+        return _build(Trace, d)
 
     @staticmethod
     def load(path: str | Path, limits: Limits | None = None) -> "Trace":
@@ -160,7 +195,7 @@ class Trace:
             obj = json.loads(data)
         except (ValueError, RecursionError) as exc:
             raise UserInputError(f"trace is not valid JSON: {exc}") from None
-        _flat_numbers(obj, "")  # NaN / Infinity anywhere, named by its path
+        _finite(obj, "")  # NaN / Infinity anywhere, named by its path
         return Trace.from_dict(obj)
 
 
@@ -187,170 +222,209 @@ def check_depth(data: str | bytes, max_depth: int) -> None:
             depth -= 1
 
 
+# ---- building records from JSON ---------------------------------------------------------------------
+
+
+def _hints(cls) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _build(hint: Any, value: Any) -> Any:
+    """JSON (already validated) -> the dataclasses named by ``hint``."""
+    if dataclasses.is_dataclass(hint):
+        hints = _hints(hint)
+        return hint(**{k: _build(hints[k], v) for k, v in value.items()})
+    origin = typing.get_origin(hint)
+    if origin is list and value is not None:
+        (item,) = typing.get_args(hint)
+        return [_build(item, v) for v in value]
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(hint) if a is not type(None)]
+        return None if value is None else _build(inner[0], value)
+    return value
+
+
 # ---- validation ------------------------------------------------------------------------------
 
 
-def _fail(path: str, msg: str) -> None:
+def _fail(path: str, msg: str) -> typing.NoReturn:
     raise UserInputError(f"invalid trace: field '{path}' {msg}")
 
 
-def _num(v: Any, path: str, integer: bool = False, allow_none: bool = False) -> None:
-    if v is None and allow_none:
-        return
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
-        _fail(path, f"must be {'an integer' if integer else 'a number'}, got {type(v).__name__}")
-    if isinstance(v, float) and not math.isfinite(v):
-        _fail(path, "must be finite")
-
-
-def _str(v: Any, path: str, allow_none: bool = False) -> None:
-    if v is None and allow_none:
-        return
-    if not isinstance(v, str):
-        _fail(path, f"must be a string, got {type(v).__name__}")
-
-
-def _list(v: Any, path: str) -> list:
-    if not isinstance(v, list):
-        _fail(path, f"must be a list, got {type(v).__name__}")
-    return v
-
-
-def _dict(v: Any, path: str) -> dict:
-    if not isinstance(v, dict):
-        _fail(path, f"must be an object, got {type(v).__name__}")
-    return v
-
-
-def _box(v: Any, path: str, allow_none: bool = False) -> None:
-    if v is None and allow_none:
-        return
-    _list(v, path)
-    if len(v) != 4:
-        _fail(path, f"must have 4 numbers, got {len(v)}")
-    for i, x in enumerate(v):
-        _num(x, f"{path}[{i}]")
-
-
-def _flat_numbers(obj: Any, path: str) -> None:
-    """Every number anywhere below must be finite (free-form dicts like params and metrics)."""
+def _finite(obj: Any, path: str) -> None:
+    """Every number anywhere below must be finite."""
     if isinstance(obj, dict):
         for k, v in obj.items():
-            _flat_numbers(v, f"{path}.{k}" if path else str(k))
+            _finite(v, f"{path}.{k}" if path else str(k))
     elif isinstance(obj, list):
         for i, v in enumerate(obj):
-            _flat_numbers(v, f"{path}[{i}]")
+            _finite(v, f"{path}[{i}]")
     elif isinstance(obj, float) and not math.isfinite(obj):
         _fail(path, f"is {obj}: non-finite numbers are not allowed")
 
 
-TOKEN_FIELDS = {"text": str, "id": int, "commit_step": int, "commit_time_s": float, "confidence": float}
-STEP_ARRAYS = ("positions", "candidates", "confidences", "committed", "topk")
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+def _check(value: Any, hint: Any, path: str) -> None:
+    """``value`` (parsed JSON) against a type hint of the schema dataclasses."""
+    if hint is Any:
+        _finite(value, path)
+        return
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return
+        inner = [a for a in args if a is not type(None)]
+        _check(value, inner[0], path)
+        return
+    if dataclasses.is_dataclass(hint):
+        _check_record(value, hint, path)
+        return
+    if origin is list:
+        if not isinstance(value, list):
+            _fail(path, f"must be a list, got {type(value).__name__}")
+        (item,) = typing.get_args(hint)
+        for i, v in enumerate(value):
+            _check(v, item, f"{path}[{i}]")
+        return
+    if origin is dict:
+        if not isinstance(value, dict):
+            _fail(path, f"must be an object, got {type(value).__name__}")
+        _, item = typing.get_args(hint)
+        for k, v in value.items():
+            _check(v, item, f"{path}.{k}")
+        return
+    ok = {
+        bool: isinstance(value, bool),
+        int: isinstance(value, int) and not isinstance(value, bool),
+        float: isinstance(value, (int, float)) and not isinstance(value, bool),
+        str: isinstance(value, str),
+    }.get(hint)
+    if ok is None:
+        raise TypeError(f"schema type {hint!r} at {path} has no check")
+    if not ok:
+        _fail(path, f"must be {_TYPE_NAMES[hint]}, got {type(value).__name__}")
+    if hint is float and not math.isfinite(value):
+        _fail(path, "must be finite")
+
+
+def _check_record(value: Any, cls, path: str) -> None:
+    if not isinstance(value, dict):
+        _fail(path, f"must be an object, got {type(value).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    extra = sorted(set(value) - set(fields))
+    if extra:
+        _fail(f"{path}.{extra[0]}", f"is not a {cls.__name__} field")
+    hints = _hints(cls)
+    for name, f in fields.items():
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if name not in value:
+            if required:
+                _fail(f"{path}.{name}" if path else name, "is missing")
+            continue
+        _check(value[name], hints[name], f"{path}.{name}" if path else name)
+
+
+def _box(v: list | None, path: str) -> None:
+    if v is not None and len(v) != 4:
+        _fail(path, f"must have 4 numbers, got {len(v)}")
 
 
 def validate(d: Any) -> None:
-    """Check a trace object; raises UserInputError naming the first bad field."""
-    _dict(d, "trace")
+    """Check a (version 2) trace object; raises UserInputError naming the first bad field.
+
+    Types, required and unknown fields come from the dataclasses; then the rules types cannot
+    say: ranges, array lengths, region indices, and clock values bounded by the work the trace
+    holds (viewers allocate per-forward arrays: a tiny file must not claim a clock of 10^9).
+    """
+    if not isinstance(d, dict):
+        _fail("trace", f"must be an object, got {type(d).__name__}")
     if "schema_version" not in d:
         _fail("schema_version", "is missing")
     if d["schema_version"] != SCHEMA_VERSION:
-        _fail("schema_version", f"is {d['schema_version']!r}; this version reads {SCHEMA_VERSION}")
-    for key in ("decoder", "model", "params", "page", "text", "metrics", "regions", "steps"):
-        if key not in d:
-            _fail(key, "is missing")
-    if d["decoder"] not in ("diffusion", "ar"):
-        _fail("decoder", f"must be 'diffusion' or 'ar', got {d['decoder']!r}")
-    for key in ("model", "params", "page", "metrics"):
-        _flat_numbers(_dict(d[key], key), key)
-    _str(d["text"], "text")
-    _str(d.get("gt_text"), "gt_text", allow_none=True)
+        _fail("schema_version", f"is {d['schema_version']!r}; this version reads 1 and {SCHEMA_VERSION}")
+    _check_record(d, Trace, "")
     page = d["page"]
     for key in ("width", "height"):
-        if key not in page:
-            _fail(f"page.{key}", "is missing")
-        _num(page[key], f"page.{key}")
         if page[key] <= 0:
             _fail(f"page.{key}", "must be positive")
-    vocab = _dict(d.get("vocab", {}), "vocab")
-    for k, v in vocab.items():
-        _str(v, f"vocab.{k}")
-    regions = _list(d["regions"], "regions")
-    # clock values index per-forward arrays in the viewers: bound them by the work the trace holds
-    n_tokens = sum(len(r["tokens"]) for r in regions if isinstance(r, dict) and isinstance(r.get("tokens"), list))
-    clock_limit = 2 * (len(d["steps"]) if isinstance(d["steps"], list) else 0) + 2 * n_tokens + 16
+    for i, occ in enumerate(page.get("occluded", [])):
+        _box(occ["box"], f"page.occluded[{i}].box")
+    regions, steps = d["regions"], d["steps"]
+    n_tokens = sum(len(r["tokens"]) for r in regions)
+    clock_limit = 2 * len(steps) + 2 * n_tokens + 16
     for ri, r in enumerate(regions):
         p = f"regions[{ri}]"
-        _dict(r, p)
-        for key in ("bbox", "text", "tokens"):
-            if key not in r:
-                _fail(f"{p}.{key}", "is missing")
         _box(r["bbox"], f"{p}.bbox")
-        _str(r["text"], f"{p}.text")
-        _str(r.get("gt_text"), f"{p}.gt_text", allow_none=True)
-        _str(r.get("kind", "text"), f"{p}.kind")
-        _num(r.get("n_generated", 0), f"{p}.n_generated", integer=True)
-        _num(r.get("prefill_s", 0.0), f"{p}.prefill_s")
-        for ti, t in enumerate(_list(r["tokens"], f"{p}.tokens")):
+        for ti, t in enumerate(r["tokens"]):
             tp = f"{p}.tokens[{ti}]"
-            _dict(t, tp)
-            for key, typ in TOKEN_FIELDS.items():
-                if key not in t:
-                    _fail(f"{tp}.{key}", "is missing")
-                if typ is str:
-                    _str(t[key], f"{tp}.{key}")
-                else:
-                    _num(t[key], f"{tp}.{key}", integer=typ is int)
-            if not 0 <= t["commit_step"] <= clock_limit:
-                _fail(f"{tp}.commit_step", f"is {t['commit_step']}: must be in 0..{clock_limit}")
+            if not 0 <= t["commit_forward"] <= clock_limit:
+                _fail(f"{tp}.commit_forward", f"is {t['commit_forward']}: must be in 0..{clock_limit}")
             if not 0.0 <= t["confidence"] <= 1.0:
                 _fail(f"{tp}.confidence", "must be in [0, 1]")
-            _box(t.get("box"), f"{tp}.box", allow_none=True)
-            if not isinstance(t.get("stop", False), bool):
-                _fail(f"{tp}.stop", "must be true or false")
-            extra = set(t) - set(TOKEN_FIELDS) - {"box", "stop"}
-            if extra:
-                _fail(f"{tp}.{sorted(extra)[0]}", "is not a token field")
-    n_regions = len(regions)
-    for si, s in enumerate(_list(d["steps"], "steps")):
+            _box(t.get("box"), f"{tp}.box")
+    for si, s in enumerate(steps):
         sp = f"steps[{si}]"
-        _dict(s, sp)
-        for key in ("nfe", "region", "block", "time_s", *STEP_ARRAYS):
-            if key not in s:
-                _fail(f"{sp}.{key}", "is missing")
-        _num(s["nfe"], f"{sp}.nfe", integer=True)
-        if not 0 <= s["nfe"] <= clock_limit:
-            _fail(f"{sp}.nfe", f"is {s['nfe']}: must be in 0..{clock_limit}")
-        _num(s["region"], f"{sp}.region", integer=True)
-        _num(s["block"], f"{sp}.block", integer=True)
-        _num(s["time_s"], f"{sp}.time_s")
-        _num(s.get("forced", 0), f"{sp}.forced", integer=True)
-        if not 0 <= s["region"] < n_regions:
-            _fail(f"{sp}.region", f"is {s['region']}, but there are {n_regions} regions")
-        n = len(_list(s["positions"], f"{sp}.positions"))
-        for key in STEP_ARRAYS[1:]:
-            if len(_list(s[key], f"{sp}.{key}")) != n:
+        if not 0 <= s["forward"] <= clock_limit:
+            _fail(f"{sp}.forward", f"is {s['forward']}: must be in 0..{clock_limit}")
+        if not 0 <= s["region"] < len(regions):
+            _fail(f"{sp}.region", f"is {s['region']}, but there are {len(regions)} regions")
+        n = len(s["positions"])
+        for key in ("candidates", "confidences", "committed", "topk"):
+            if len(s[key]) != n:
                 _fail(f"{sp}.{key}", f"has {len(s[key])} entries but positions has {n}")
         for i in range(n):
-            _num(s["positions"][i], f"{sp}.positions[{i}]", integer=True)
-            _num(s["candidates"][i], f"{sp}.candidates[{i}]", integer=True)
-            _num(s["confidences"][i], f"{sp}.confidences[{i}]")
             if s["committed"][i] not in (0, 1):
                 _fail(f"{sp}.committed[{i}]", "must be 0 or 1")
-            for j, pair in enumerate(_list(s["topk"][i], f"{sp}.topk[{i}]")):
-                _list(pair, f"{sp}.topk[{i}][{j}]")
-                if len(pair) != 2:
+            for j, pair in enumerate(s["topk"][i]):
+                if len(pair) != 2 or isinstance(pair[0], bool) or not isinstance(pair[0], int):
                     _fail(f"{sp}.topk[{i}][{j}]", "must be [id, probability]")
-                _num(pair[0], f"{sp}.topk[{i}][{j}][0]", integer=True)
-                _num(pair[1], f"{sp}.topk[{i}][{j}][1]")
-        extra = set(s) - {"nfe", "region", "block", "time_s", "forced", *STEP_ARRAYS}
-        if extra:
-            _fail(f"{sp}.{sorted(extra)[0]}", "is not a step field")
+
+
+# ---- version 1 -------------------------------------------------------------------------------------
+
+_MASK_TEXT = re.compile(r"^<\|?\s*mask\s*\|?>$|^\[mask\]$|mask_token", re.IGNORECASE)
+_V1_PAGE = ("width", "height", "source", "page_index", "page_count", "dpi", "sha256")
+
+
+def upgrade_v1(d: dict) -> dict:
+    """A version 1 trace as version 2: ``nfe`` -> ``forward``, ``commit_step`` -> ``commit_forward``;
+    the mask id (not recorded then) is read off the vocabulary's display texts, and the prefill
+    block is the one version 1 always used for MinerU-Diffusion (32). Anything malformed is left
+    for :func:`validate` to name."""
+    d = copy.deepcopy(d)
+    d["schema_version"] = SCHEMA_VERSION
+    for s in d.get("steps") or []:
+        if isinstance(s, dict) and "nfe" in s:
+            s["forward"] = s.pop("nfe")
+    for r in d.get("regions") or []:
+        for t in (r.get("tokens") or []) if isinstance(r, dict) else []:
+            if isinstance(t, dict) and "commit_step" in t:
+                t["commit_forward"] = t.pop("commit_step")
+    params = d.get("params")
+    model = d.get("model")
+    vocab = d.get("vocab") if isinstance(d.get("vocab"), dict) else {}
+    if isinstance(model, dict):
+        masks = sorted(int(k) for k, v in vocab.items() if isinstance(v, str) and k.isdigit() and _MASK_TEXT.search(v.strip()))
+        model.setdefault("mask_id", masks[0] if masks and d.get("decoder") != "ar" else None)
+        if isinstance(params, dict):
+            model.setdefault("exec_mode", params.pop("exec_mode", "eager"))
+    if isinstance(params, dict) and d.get("decoder") == "diffusion" and isinstance(model, dict):
+        params.setdefault("prefill_block", 32 if model.get("name") == "mineru-diffusion" else None)
+    if isinstance(d.get("page"), dict):
+        d["page"] = {k: v for k, v in d["page"].items() if k in _V1_PAGE or k == "exif_orientation"}
+    return d
+
+
+# ---- semantic checks -----------------------------------------------------------------------------
 
 
 def check_invariants(trace: Trace) -> list[str]:
     """Semantic checks beyond the schema; returns a list of violations (empty when consistent).
 
-    Each region's tokens are committed exactly once, at the step their record names; AR commits
+    Each region's tokens are committed exactly once, at the forward their record names; AR commits
     one token per step; the NFE count matches the recorded forwards plus block-commit passes.
     """
     problems: list[str] = []
@@ -358,7 +432,7 @@ def check_invariants(trace: Trace) -> list[str]:
     commits: dict[tuple[int, int], int] = {}
     for si, s in enumerate(trace.steps):
         n_commit = sum(s.committed)
-        if trace.decoder == "ar" and n_commit != 1:
+        if trace.is_autoregressive and n_commit != 1:
             problems.append(f"steps[{si}]: AR step commits {n_commit} tokens")
         for pos, c in zip(s.positions, s.committed):
             if c:
@@ -372,8 +446,10 @@ def check_invariants(trace: Trace) -> list[str]:
                 si = commits.get((ri, ti))
                 if si is None:
                     problems.append(f"region {ri} token {ti} never committed in steps")
-                elif trace.steps[si].nfe != t.commit_step:
-                    problems.append(f"region {ri} token {ti}: commit_step {t.commit_step} but committed at clock {trace.steps[si].nfe}")
+                elif trace.steps[si].forward != t.commit_forward:
+                    problems.append(
+                        f"region {ri} token {ti}: commit_forward {t.commit_forward} but committed at forward {trace.steps[si].forward}"
+                    )
         if r.text != "".join(t.text for t in r.tokens if not t.stop):
             problems.append(f"region {ri}: text does not match its tokens")
     m = trace.metrics

@@ -6,86 +6,44 @@ reported as ``prefill_s``). Greedy by default; ``temperature > 0`` samples.
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
-
 import torch
 
-from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.trace import Trace
-from mudiff_viz.decoding.diffusion import Progress, _sync
-from mudiff_viz.decoding.policies import sample_tokens
-from mudiff_viz.decoding.recorder import Clock, StepRecorder, build_trace
+from mudiff_viz.decoding.diffusion import Progress
+from mudiff_viz.decoding.run import DecodeRun
+from mudiff_viz.decoding.sampling import sample_tokens
+from mudiff_viz.decoding.scheduler import StepOutput
+from mudiff_viz.decoding.settings import DecodeParams
 
-
-@dataclass
-class ARParams:
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
-    max_new_tokens: int = 1024
-    record: bool = True
-    max_seconds: float | None = None
-
-    def check(self) -> None:
-        if not 0.0 <= self.temperature <= 10.0 or math.isnan(self.temperature):
-            raise UserInputError(f"temperature must be in [0, 10], got {self.temperature}")
-        if self.max_new_tokens < 1:
-            raise UserInputError(f"max new tokens must be >= 1, got {self.max_new_tokens}")
+FLUSH_EVERY = 32  # move records to the host in chunks, like the diffusion decoder per block
 
 
 @torch.inference_mode()
-def decode_autoregressive(backend, page, regions, params: ARParams, progress: Progress | None = None) -> Trace:
+def decode_autoregressive(backend, page, regions, params: DecodeParams, progress: Progress | None = None) -> Trace:
     """Decode all ``regions`` of ``page`` token by token; returns the full Trace."""
     params.check()
-    device = backend.device
-    clock = Clock()
+    run = DecodeRun("ar", backend, page, regions, params)
     ctx = backend.encode(page, regions)
     logits = backend.first_logits(ctx)
-    _sync(device)
-    clock.mark_prefill()
-    gen = torch.Generator(device=device).manual_seed(params.seed)
-    n_rows = len(regions)
-    stop_ids = torch.tensor(sorted(backend.stop_ids), device=device, dtype=torch.long)
-    recorder = StepRecorder(enabled=params.record)
-    out_ids: list[list[int]] = [[] for _ in range(n_rows)]
-    out_conf: list[list[float]] = [[] for _ in range(n_rows)]
-    out_clock: list[list[int]] = [[] for _ in range(n_rows)]
-    rows = torch.arange(n_rows, device=device)
-    seq_forwards = batched = 0
-    truncated = None
-    flush_every = 32  # move records to the host in chunks, like the diffusion decoder per block
+    run.prefill_done()
+    rows = torch.arange(len(regions), device=backend.device)
     for t in range(params.max_new_tokens):
-        x, conf, probs = sample_tokens(logits.unsqueeze(1), params.temperature, params.top_k, params.top_p, gen)
-        x, conf, probs = x[:, 0], conf[:, 0], probs[:, 0]
-        ones = torch.ones(len(rows), 1, dtype=torch.bool, device=device)
-        recorder.add(rows, t, ones, x[:, None], conf[:, None], ones, probs[:, None], t, 0)
-        seq_forwards += len(rows)
-        batched += 1
-        host_x, host_c, host_rows = x.cpu().tolist(), conf.cpu().tolist(), rows.cpu().tolist()  # the sync AR needs
-        clock.tick()
+        x, conf, probs = sample_tokens(logits[:, None], params.temperature, params.top_k, params.top_p, run.generator)
+        one = torch.ones_like(x, dtype=torch.bool)
+        run.record(rows, t, one, StepOutput(x, conf, probs, one, torch.zeros_like(one)), 0)
+        host_x, host_c, host_rows = x[:, 0].tolist(), conf[:, 0].tolist(), rows.tolist()  # the sync AR needs
         for r, tok, c in zip(host_rows, host_x, host_c):
-            out_ids[r].append(tok)
-            out_conf[r].append(c)
-            out_clock[r].append(t)
-        if (t + 1) % flush_every == 0:
-            recorder.flush(clock)
-        keep = ~torch.isin(x, stop_ids)
-        if params.max_seconds is not None and clock.now() > params.max_seconds:
-            truncated = f"time limit of {params.max_seconds:.0f} s"
+            run.states[r].extend([tok], [run.forward], [c])
+        run.tick()
+        if (t + 1) % FLUSH_EVERY == 0:
+            run.flush()
+        keep = ~torch.isin(x[:, 0], run.stop_ids)
+        for r, k in zip(host_rows, keep.tolist()):
+            run.states[r].stopped = not k
+        if run.out_of_time() or not bool(keep.any()) or t + 1 == params.max_new_tokens:
             break
-        if not bool(keep.any()) or t + 1 == params.max_new_tokens:
-            break
-        rows, x = rows[keep], x[keep]
+        rows, x = rows[keep], x[keep, 0]
         logits = backend.next_logits(ctx, x, rows)
         if progress and (t + 1) % 16 == 0:
             progress(t + 1, params.max_new_tokens)
-    recorder.flush(clock)
-    trace_params = {"decoder": "ar", **asdict(params), "n_regions": n_rows, "exec_mode": getattr(backend, "exec_mode", "eager")}
-    return build_trace(
-        decoder="ar", backend=backend, page=page, regions=regions, params=trace_params,
-        ids=out_ids, commit_clock=out_clock, confidence=out_conf, n_generated=[len(x) for x in out_ids],
-        region_prefill=[clock.prefill_s] * n_rows, recorder=recorder, clock=clock,
-        seq_forwards=seq_forwards, commit_passes=0, batched_forwards=batched, ctx=ctx, truncated=truncated,
-    )
+    return run.finish(ctx)

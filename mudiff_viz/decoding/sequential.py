@@ -2,7 +2,7 @@
 
 The real models decode a batch of one (a page or one layout block). Each region then has its own
 clock, times and region index 0; merging puts them on one shared clock, back to back: forward
-indices (``nfe``) and times are offset by everything decoded before, region indices by the
+indices (``forward``) and times are offset by everything decoded before, region indices by the
 regions before, and the metrics are summed. The result passes ``trace.check_invariants``.
 """
 
@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from mudiff_viz.core.metrics import cer
 from mudiff_viz.core.trace import RegionRecord, StepRecord, Trace, rnd
+from mudiff_viz.decoding.build import joined_text, run_metrics
 
-Decode = Callable  # decode_diffusion or decode_autoregressive: (backend, page, regions, params, progress) -> Trace
-SUMMED = ("nfe", "commit_passes", "batched_forwards", "tokens", "wall_s", "prefill_s", "decode_s")
+Decode = Callable  # a registered decoder's run: (backend, page, regions, params, progress) -> Trace
+SUMMED = ("nfe", "commit_passes", "batched_forwards", "wall_s", "prefill_s")
 
 
 def decode_sequential(
@@ -61,13 +61,6 @@ def placeholder(region) -> RegionRecord:
     return RegionRecord(bbox=[round(v, 1) for v in region.bbox], text="", tokens=[], kind=region.kind)
 
 
-def clock_length(trace: Trace) -> int:
-    """Forward indices a trace occupies on its clock (from steps and from token commits)."""
-    last = max((s.nfe for s in trace.steps), default=-1)
-    last = max([last] + [t.commit_step for r in trace.regions for t in r.tokens])
-    return last + 1
-
-
 def merge_traces(
     parts: Sequence[Trace | RegionRecord], extra_params: dict | None = None, truncated: str | None = None
 ) -> Trace:
@@ -86,12 +79,10 @@ def merge_traces(
             continue
         region_off = len(regions)
         for s in part.steps:
-            steps.append(
-                replace(s, nfe=s.nfe + clock_off, region=s.region + region_off, time_s=rnd(s.time_s + time_off))
-            )
+            steps.append(replace(s, forward=s.forward + clock_off, region=s.region + region_off, time_s=rnd(s.time_s + time_off)))
         for r in part.regions:
             tokens = [
-                replace(t, commit_step=t.commit_step + clock_off, commit_time_s=rnd(t.commit_time_s + time_off))
+                replace(t, commit_forward=t.commit_forward + clock_off, commit_time_s=rnd(t.commit_time_s + time_off))
                 for t in r.tokens
             ]
             regions.append(replace(r, tokens=tokens))
@@ -100,36 +91,16 @@ def merge_traces(
             sums[key] += part.metrics.get(key, 0)
         if part.metrics.get("truncated"):
             reasons.append(part.metrics["truncated"])
-        clock_off += clock_length(part)
+        clock_off += part.clock_length
         time_off += part.metrics.get("wall_s", 0.0)
-    content = [r for r in regions if r.kind != "layout"] or regions
-    text = "\n".join(r.text for r in content)
-    gt_text = "\n".join(r.gt_text for r in content) if all(r.gt_text is not None for r in content) else None
-    n_tokens = int(sums["tokens"])
-    metrics = {
-        key: (int(sums[key]) if key in ("nfe", "commit_passes", "batched_forwards", "tokens") else rnd(sums[key]))
-        for key in SUMMED
-    }
-    metrics.update(
-        text_chars=len(text),
-        tokens_per_forward=rnd(n_tokens / metrics["nfe"]) if metrics["nfe"] else 0.0,
-        time_to_first_token_s=rnd(min((t.commit_time_s for r in regions for t in r.tokens), default=0.0)),
+    text, gt_text = joined_text(regions)
+    metrics = run_metrics(
+        regions, int(sums["nfe"] - sums["commit_passes"]), int(sums["commit_passes"]), int(sums["batched_forwards"]),
+        sums["wall_s"], sums["prefill_s"], text, gt_text, "; ".join(dict.fromkeys(reasons)) or None,
         regions_decoded=len(traces),
     )
-    if gt_text is not None:
-        metrics["cer"] = rnd(cer(text, gt_text))
-    if reasons:
-        metrics["truncated"] = "; ".join(dict.fromkeys(reasons))
     params = {**first.params, "n_regions": len(regions), **(extra_params or {})}
     return Trace(
-        decoder=first.decoder,
-        model=first.model,
-        params=params,
-        page=first.page,
-        text=text,
-        metrics=metrics,
-        regions=regions,
-        steps=steps,
-        gt_text=gt_text,
-        vocab=vocab,
+        decoder=first.decoder, model=first.model, params=params, page=first.page, text=text, metrics=metrics,
+        regions=regions, steps=steps, gt_text=gt_text, vocab=vocab,
     )

@@ -20,12 +20,11 @@ from rapidfuzz.distance import Levenshtein
 
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits, current
-from mudiff_viz.core.metrics import cer
+from mudiff_viz.core.metrics import CONFIDENT, cer
+from mudiff_viz.views.labels import decoder_colour
 from mudiff_viz.inputs.pages import read_source, sniff_kind
 from mudiff_viz.probes.shuffle import check_level, shuffle_page
 
-CONFIDENT = 0.9  # a wrong token above this confidence is "confidently wrong"
-DECODER_COLORS = {"diffusion": "#0072B2", "ar": "#D55E00"}  # Okabe-Ito: colour-blind safe
 ROW_FIELDS = [
     "page", "level", "seed", "decoder", "cer", "tokens", "nfe", "wall_s", "mean_confidence",
     "error_tokens", "confident_error_tokens", "gt_chars", "model", "reused",
@@ -194,7 +193,7 @@ def run_shuffle_benchmark(
                 for decoder in decoders:
                     cached = done_cache.get((key, decoder))
                     if cached is None:
-                        params = make_params(decoder, limits, **{**(knobs or {}), "record": False})
+                        params = make_params(limits, **{**(knobs or {}), "record": False})
                         trace = decode_page(sp.page, model=specs[decoder], decoder=decoder, params=params)
                         cached = done_cache[(key, decoder)] = score_row(trace, sp.gt_text)
                         reused = False
@@ -277,7 +276,7 @@ def shuffle_figure(rows: list[dict]):
 
     fig = go.Figure()
     for decoder in sorted({r["decoder"] for r in rows}, key=lambda d: (d != "diffusion", d)):
-        color = DECODER_COLORS.get(decoder, "#555555")
+        color = decoder_colour(decoder)
         levels = sorted({r["level"] for r in rows if r["decoder"] == decoder})
         per_level = [seed_means(rows, decoder, lv) for lv in levels]
         means = [mean(m.values()) for m in per_level]

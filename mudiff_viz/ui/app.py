@@ -16,7 +16,7 @@ from mudiff_viz.ui import gpu as _gpu  # noqa: F401  (imports `spaces` before an
 
 import gradio as gr  # noqa: E402
 
-from mudiff_viz.decoding.policies import STRATEGIES  # noqa: E402
+from mudiff_viz.decoding.strategies import strategy_names  # noqa: E402
 from mudiff_viz.core.limits import current as current_limits  # noqa: E402
 from mudiff_viz.ui import callbacks as cb  # noqa: E402
 from mudiff_viz.ui import howitworks, models  # noqa: E402
@@ -64,7 +64,7 @@ def _decode_tab(samples: list[str], default: str | None, model_choices: list[tup
                     steps = gr.Slider(1, 128, value=32, step=1, label="Steps per block (max)")
                 with gr.Row():
                     threshold = gr.Slider(0.0, 1.0, value=0.95, step=0.01, label="Confidence threshold")
-                    strategy = gr.Dropdown(list(STRATEGIES), value="low_confidence_dynamic", label="Remasking strategy")
+                    strategy = gr.Dropdown(list(strategy_names()), value="low_confidence_dynamic", label="Remasking strategy")
             with gr.Row():
                 temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = deterministic)")
                 seed = gr.Number(value=0, precision=0, label="Seed", minimum=0)
@@ -133,7 +133,7 @@ def _compare_tab(default: str | None, model_choices: list[tuple[str, str]], limi
                 steps = gr.Slider(1, 128, value=32, step=1, label="Steps per block (diffusion)")
                 threshold = gr.Slider(0.0, 1.0, value=0.95, step=0.01, label="Threshold (diffusion)")
             with gr.Row():
-                strategy = gr.Dropdown(list(STRATEGIES), value="low_confidence_dynamic", label="Remasking strategy")
+                strategy = gr.Dropdown(list(strategy_names()), value="low_confidence_dynamic", label="Remasking strategy")
                 max_tokens = gr.Slider(8, min(4096, limits.max_new_tokens), value=1024, step=8, label="Max tokens per region")
             with gr.Row():
                 run = gr.Button("Run AR and diffusion", variant="primary", elem_id="compare-run", scale=3)

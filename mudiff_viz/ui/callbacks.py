@@ -21,7 +21,8 @@ from mudiff_viz.core.trace import Trace
 from mudiff_viz.views import figures, tables
 from mudiff_viz.views.markdown import md_text
 from mudiff_viz.views.export import standalone_compare_html, standalone_html_from_payload, trace_title
-from mudiff_viz.views.page_image import image_data_url, page_for_trace
+from mudiff_viz.inputs.page_lookup import page_for_trace
+from mudiff_viz.views.page_image import image_data_url
 from mudiff_viz.views.player import compare_payload, player_payload
 from mudiff_viz.ui import models
 from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu
@@ -170,7 +171,7 @@ def decode_job(page, spec: str, decoder: str, knobs: dict, progress=None) -> Tra
     from mudiff_viz.decoding.pipeline import decode_page, make_params
 
     models.check(spec, decoder)
-    params = make_params(decoder, **knobs)
+    params = make_params(**knobs)
     return decode_page(page, model=spec, decoder=decoder, params=params, progress=progress)
 
 
@@ -181,9 +182,9 @@ def compare_job(page, spec_diffusion: str, spec_ar: str, knobs: dict, progress=N
 
     models.check(spec_ar, "ar")
     models.check(spec_diffusion, "diffusion")
-    ar = decode_page(page, model=spec_ar, decoder="ar", params=make_params("ar", **knobs),
+    ar = decode_page(page, model=spec_ar, decoder="ar", params=make_params(**knobs),
                      progress=(lambda d, t: progress(d, t, "AR")) if progress else None)
-    diff = decode_page(page, model=spec_diffusion, decoder="diffusion", params=make_params("diffusion", **knobs),
+    diff = decode_page(page, model=spec_diffusion, decoder="diffusion", params=make_params(**knobs),
                        progress=(lambda d, t: progress(d, t, "diffusion")) if progress else None)
     return ar, diff
 
@@ -207,7 +208,7 @@ def single_outputs(trace: Trace, image_url: str | None):
     """Status, player payload, three whole-run figures, downloads [trace JSON, offline replay HTML]."""
     payload = player_payload(trace, image_url=image_url)
     outdir = _outdir()
-    stem = _stem(trace.page.get("source") or "page")
+    stem = _stem(trace.page.source or "page")
     trace_path = _write_trace(trace, outdir, stem)
     html_path = _write_html(standalone_html_from_payload(payload, trace_title(trace)), outdir, f"{stem}.{trace.decoder}.replay.html")
     return (
@@ -226,9 +227,9 @@ def compare_outputs(ar: Trace, diff: Trace, image_ar: str | None, image_diff: st
              player_payload(diff, image_url=image_diff, label="diffusion (parallel unmasking)")]
     headers, rows = tables.metrics_table([ar, diff])
     outdir = _outdir()
-    stem = _stem(diff.page.get("source") or "page")
+    stem = _stem(diff.page.source or "page")
     files = [_write_trace(ar, outdir, stem), _write_trace(diff, outdir, stem)]
-    files.append(_write_html(standalone_compare_html([ar, diff], [image_ar, image_diff], f"{diff.page.get('source')}: AR vs diffusion"),
+    files.append(_write_html(standalone_compare_html([ar, diff], [image_ar, image_diff], f"{diff.page.source}: AR vs diffusion"),
                              outdir, f"{stem}.compare.replay.html"))
     gt = diff.gt_text if diff.gt_text is not None else ar.gt_text
     if gt is not None:
@@ -300,11 +301,11 @@ def _image_for(trace: Trace, page_file) -> str | None:
     if path:
         from mudiff_viz.inputs.pages import load_page
 
-        page = load_page(path, page_index=int(trace.page.get("page_index") or 0), dpi=float(trace.page.get("dpi") or 150))
-        if (page.width, page.height) != (trace.page.get("width"), trace.page.get("height")):
+        page = load_page(path, page_index=trace.page.page_index, dpi=float(trace.page.dpi or 150))
+        if (page.width, page.height) != (trace.page.width, trace.page.height):
             raise UserInputError(
                 f"the page image is {page.width}x{page.height} pixels but the trace was made on a "
-                f"{trace.page.get('width')}x{trace.page.get('height')} page: the boxes would not line up"
+                f"{trace.page.width}x{trace.page.height} page: the boxes would not line up"
             )
         return image_data_url(page.image)
     img = page_for_trace(trace.page)

@@ -16,7 +16,8 @@ from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import current as current_limits
 from mudiff_viz.probes.pairs import DECODERS, ShufflePages, decode_grid, score_grid, shuffle_pages
 from mudiff_viz.views import shuffle as views
-from mudiff_viz.views.page_image import find_source, image_data_url
+from mudiff_viz.inputs.page_lookup import file_sha256, find_source
+from mudiff_viz.views.page_image import image_data_url
 from mudiff_viz.ui import models
 from mudiff_viz.ui.callbacks import _outdir, _path, _stem, _write_trace, knobs_dict, sample_paths, user_errors
 from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu
@@ -28,17 +29,11 @@ BENCH_LEVELS = (0.0, 0.25, 0.5, 1.0)
 def sidecar_text(path: str) -> str | None:
     """Ground truth for an image page: the ``<stem>.txt`` beside the bundled sample with the same
     bytes (Gradio hands the callback a copy in its cache, so the match is by SHA-256)."""
-    source = find_source(_sha256(path))
+    source = find_source(file_sha256(path))
     if source is None:
         return None
     txt = source.with_suffix(".txt")
     return txt.read_text(encoding="utf-8", errors="replace") if txt.is_file() else None
-
-
-def _sha256(path: str) -> str:
-    import hashlib
-
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 @model_slot
@@ -49,7 +44,7 @@ def shuffle_job(pages: ShufflePages, spec: str, knobs: dict, progress=None) -> d
 
     for decoder in DECODERS:
         models.check(spec, decoder)
-    params = {d: make_params(d, **knobs) for d in DECODERS}
+    params = {d: make_params(**knobs) for d in DECODERS}
     return decode_grid(pages, {d: spec for d in DECODERS}, params, progress)
 
 

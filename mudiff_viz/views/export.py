@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from mudiff_viz.core.trace import Trace
-from mudiff_viz.views.player import player_payload
+from mudiff_viz.views.player import compare_payload, player_payload
 
 PLAYER_DIR = Path(__file__).resolve().parents[2] / "assets" / "player"
 
@@ -65,23 +65,16 @@ MudiffPlayer.mount(document.getElementById("player"), JSON.parse(document.getEle
 
 
 def trace_title(trace: Trace) -> str:
-    src = trace.page.get("source") or "page"
-    return f"{src}: {trace.decoder} decode by {trace.model.get('name', '?')}"
+    src = trace.page.source or "page"
+    return f"{src}: {trace.decoder} decode by {trace.model.name}"
 
 
-def standalone_html(trace: Trace, image_url: str | None = None, find_page: bool = True) -> str:
-    """The offline replay of one trace; the page image is found among the bundled samples if not given."""
-    if image_url is None and find_page:
-        from mudiff_viz.views.page_image import image_data_url, page_for_trace
-
-        img = page_for_trace(trace.page)
-        image_url = image_data_url(img) if img is not None else None
+def standalone_html(trace: Trace, image_url: str | None = None) -> str:
+    """The offline replay of one trace (``image_url``: the page under it, if known)."""
     return standalone_html_from_payload(player_payload(trace, image_url=image_url), trace_title(trace))
 
 
 def standalone_compare_html(traces: list[Trace], images: list[str | None], title: str) -> str:
     """The offline replay of several traces on one clock (AR vs diffusion)."""
-    from mudiff_viz.views.player import compare_payload
-
     panes = [player_payload(t, image_url=img) for t, img in zip(traces, images)]
     return standalone_html_from_payload(compare_payload(panes), title)

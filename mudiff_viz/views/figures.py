@@ -9,9 +9,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from mudiff_viz.core.trace import Trace
-from mudiff_viz.views.player import clock_n, clock_times
+from mudiff_viz.views.labels import decoder_colour, decoder_label
+from mudiff_viz.views.player import clock_times
 
-COLOURS = {"diffusion": "#0072b2", "ar": "#d55e00"}  # Okabe-Ito, colour-blind safe
 MAX_ROWS = 300
 
 
@@ -23,10 +23,6 @@ def _layout(fig: go.Figure, title: str, height: int = 340) -> go.Figure:
     return fig
 
 
-def _name(trace: Trace) -> str:
-    return "AR" if trace.decoder == "ar" else "diffusion"
-
-
 def commit_order_matrix(trace: Trace, chunk: int | None = None) -> dict:
     """Rows = (region, block) chunks of the generated text, columns = offset inside the block.
 
@@ -34,20 +30,20 @@ def commit_order_matrix(trace: Trace, chunk: int | None = None) -> dict:
     token was committed: a left-to-right gradient means AR order; a patchy row shows diffusion
     committing easy positions first. AR traces are cut into chunks of 32 tokens.
     """
-    L = chunk or (int(trace.params.get("block_length") or 32) if trace.decoder == "diffusion" else 32)
+    L = chunk or trace.block_length or 32
     z, text, labels = [], [], []
     for ri, r in enumerate(trace.regions):
         for start in range(0, len(r.tokens), L):
             toks = r.tokens[start : start + L]
             if not toks:
                 continue
-            first = min(t.commit_step for t in toks)
-            z.append([t.commit_step - first + 1 for t in toks] + [None] * (L - len(toks)))
+            first = min(t.commit_forward for t in toks)
+            z.append([t.commit_forward - first + 1 for t in toks] + [None] * (L - len(toks)))
             text.append([
-                f"{'EOS' if t.stop else repr(t.text)[1:-1]} · line {ri + 1}, pos {start + j + 1} · forward {t.commit_step + 1}"
+                f"{'EOS' if t.stop else repr(t.text)[1:-1]} · line {ri + 1}, pos {start + j + 1} · forward {t.commit_forward + 1}"
                 for j, t in enumerate(toks)
             ] + [""] * (L - len(toks)))
-            labels.append(f"line {ri + 1} · {'block' if trace.decoder == 'diffusion' else 'tokens'} {start // L + 1}")
+            labels.append(f"line {ri + 1} · {'tokens' if trace.block_length is None else 'block'} {start // L + 1}")
             if len(z) >= MAX_ROWS:
                 return {"z": z, "text": text, "rows": labels, "L": L, "truncated": True}
     return {"z": z, "text": text, "rows": labels, "L": L, "truncated": False}
@@ -60,8 +56,8 @@ def commit_order_heatmap(trace: Trace) -> go.Figure:
         colorscale="Viridis", colorbar={"title": {"text": "step"}}, xgap=1, ygap=1,
         y=list(range(len(m["rows"]))),
     ))
-    unit = "block" if trace.decoder == "diffusion" else "32-token chunk"
-    title = f"Commit order ({_name(trace)}): step at which each position was committed, one row per {unit}"
+    unit = "32-token chunk" if trace.block_length is None else "block"
+    title = f"Commit order ({decoder_label(trace.decoder)}): step at which each position was committed, one row per {unit}"
     if m["truncated"]:
         title += f" (first {MAX_ROWS} rows)"
     fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=list(range(len(m["rows"])))[:: max(1, len(m["rows"]) // 12)],
@@ -79,11 +75,11 @@ def confidence_histogram(traces: list[Trace]) -> go.Figure:
     fig = go.Figure()
     for t in traces:
         fig.add_trace(go.Histogram(
-            x=confidences(t), xbins={"start": 0, "end": 1.0001, "size": 0.05}, name=_name(t),
-            marker_color=COLOURS.get(t.decoder), opacity=0.75 if len(traces) > 1 else 0.9,
+            x=confidences(t), xbins={"start": 0, "end": 1.0001, "size": 0.05}, name=decoder_label(t.decoder),
+            marker_color=decoder_colour(t.decoder), opacity=0.75 if len(traces) > 1 else 0.9,
         ))
     for t in traces:
-        th = t.params.get("threshold") if t.decoder == "diffusion" else None
+        th = None if t.is_autoregressive else t.params.get("threshold")
         if th is not None:
             fig.add_vline(x=th, line_dash="dash", line_color="black", annotation_text=f"threshold {th}", annotation_position="top left")
             break
@@ -95,11 +91,11 @@ def confidence_histogram(traces: list[Trace]) -> go.Figure:
 
 def commits_per_forward(trace: Trace) -> list[int]:
     """Tokens of the final text committed at each forward of the shared clock."""
-    out = [0] * clock_n(trace)
+    out = [0] * trace.clock_length
     for r in trace.regions:
         for t in r.tokens:
-            if 0 <= t.commit_step < len(out):
-                out[t.commit_step] += 1
+            if 0 <= t.commit_forward < len(out):
+                out[t.commit_forward] += 1
     return out
 
 
@@ -107,12 +103,12 @@ def tokens_per_forward(traces: list[Trace]) -> go.Figure:
     fig = go.Figure()
     for t in traces:
         y = commits_per_forward(t)
-        fig.add_trace(go.Bar(x=list(range(1, len(y) + 1)), y=y, name=_name(t), marker_color=COLOURS.get(t.decoder),
+        fig.add_trace(go.Bar(x=list(range(1, len(y) + 1)), y=y, name=decoder_label(t.decoder), marker_color=decoder_colour(t.decoder),
                              opacity=0.75 if len(traces) > 1 else 0.9))
     fig.update_layout(barmode="overlay", bargap=0.05)
     fig.update_xaxes(title="forward pass (shared clock, batched over lines)")
     fig.update_yaxes(title="tokens committed")
-    means = ", ".join(f"{_name(t)} {t.metrics.get('tokens_per_forward', 0)} tokens/forward (per sequence)" for t in traces)
+    means = ", ".join(f"{decoder_label(t.decoder)} {t.metrics.get('tokens_per_forward', 0)} tokens/forward (per sequence)" for t in traces)
     return _layout(fig, f"Tokens committed per forward · {means}")
 
 
@@ -130,12 +126,12 @@ def progress_curves(traces: list[Trace], clock: str = "forward") -> go.Figure:
             prefill = float(t.metrics.get("prefill_s", 0.0))
             xs = [prefill] + clock_times(t)
             y = -0.045 * (i + 1)  # prefill as a thick bar under the curves: separate, so the clocks stay fair
-            fig.add_trace(go.Scatter(x=[0, prefill], y=[y, y], mode="lines", name=f"{_name(t)} prefill ({prefill:.2f} s)",
-                                     line={"color": COLOURS.get(t.decoder), "width": 7}, opacity=0.55,
-                                     hovertemplate=f"{_name(t)} prefill: vision encoder + prompt, {prefill:.3g} s<extra></extra>"))
+            fig.add_trace(go.Scatter(x=[0, prefill], y=[y, y], mode="lines", name=f"{decoder_label(t.decoder)} prefill ({prefill:.2f} s)",
+                                     line={"color": decoder_colour(t.decoder), "width": 7}, opacity=0.55,
+                                     hovertemplate=f"{decoder_label(t.decoder)} prefill: vision encoder + prompt, {prefill:.3g} s<extra></extra>"))
         else:
             xs = list(range(len(ys)))
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=_name(t), line={"color": COLOURS.get(t.decoder), "width": 2.5}))
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=decoder_label(t.decoder), line={"color": decoder_colour(t.decoder), "width": 2.5}))
     fig.update_yaxes(title="text committed", tickformat=".0%", range=[-0.05 * (len(traces) + 1) if clock == "wall" else 0, 1.02])
     fig.update_xaxes(title="wall time (s)" if clock == "wall" else "forward pass (shared clock)", rangemode="tozero")
     return _layout(fig, "Progress by wall time (prefill as bars below)" if clock == "wall" else "Progress by forward pass")

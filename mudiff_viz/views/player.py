@@ -20,36 +20,16 @@ Model text is data here, never markup: the player inserts it with ``textContent`
 from __future__ import annotations
 
 import math
-import re
 
 from rapidfuzz.distance import Levenshtein
 
+from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.trace import Trace
 
 KIND = "mudiff-player"
 VERSION = 1
 CONF_SCALE = 10_000
 TOPK_SCALE = 1_000
-_MASK_TEXT = re.compile(r"^<\|?\s*mask\s*\|?>$|^\[mask\]$|mask_token", re.IGNORECASE)
-
-
-def mask_ids(trace: Trace) -> list[int]:
-    """Ids whose display text is a MASK token (a sampled MASK leaves its position masked)."""
-    return sorted(int(k) for k, v in trace.vocab.items() if _MASK_TEXT.search(v.strip()))
-
-
-def block_length(trace: Trace) -> int | None:
-    """Block length of a diffusion trace; None for AR (no blocks)."""
-    if trace.decoder != "diffusion":
-        return None
-    return int(trace.params.get("block_length") or 32)
-
-
-def clock_n(trace: Trace) -> int:
-    """Forwards on the shared clock (also for traces recorded without steps: from commit clocks)."""
-    last_commit = max((t.commit_step for r in trace.regions for t in r.tokens), default=-1)
-    return max(trace.clock_length, last_commit + 1)
-
 
 def check_clock(trace: Trace) -> None:
     """Refuse a trace whose clock its content cannot fill (an upload is untrusted).
@@ -59,34 +39,32 @@ def check_clock(trace: Trace) -> None:
     per step record, plus one per committed token (traces recorded without steps) and per block
     commit; negative clocks would index from the end.
     """
-    from mudiff_viz.core.errors import UserInputError
-
     for i, s in enumerate(trace.steps):
-        if s.nfe < 0:
-            raise UserInputError(f"invalid trace: field 'steps[{i}].nfe' is {s.nfe}: must be >= 0")
+        if s.forward < 0:
+            raise UserInputError(f"invalid trace: field 'steps[{i}].forward' is {s.forward}: must be >= 0")
     for ri, r in enumerate(trace.regions):
         for ti, t in enumerate(r.tokens):
-            if t.commit_step < -1:
-                raise UserInputError(f"invalid trace: field 'regions[{ri}].tokens[{ti}].commit_step' is {t.commit_step}")
+            if t.commit_forward < -1:
+                raise UserInputError(f"invalid trace: field 'regions[{ri}].tokens[{ti}].commit_forward' is {t.commit_forward}")
     bound = 2 * (len(trace.steps) + trace.n_tokens) + 16
-    if clock_n(trace) > bound:
+    if trace.clock_length > bound:
         raise UserInputError(
-            f"invalid trace: its clock has {clock_n(trace)} forwards but only {len(trace.steps)} steps and "
-            f"{trace.n_tokens} tokens (field 'steps[].nfe' or 'regions[].tokens[].commit_step')"
+            f"invalid trace: its clock has {trace.clock_length} forwards but only {len(trace.steps)} steps and "
+            f"{trace.n_tokens} tokens (field 'steps[].forward' or 'regions[].tokens[].commit_forward')"
         )
 
 
 def clock_times(trace: Trace) -> list[float]:
     """Wall time (s since the request) at which each forward on the shared clock finished."""
-    n = clock_n(trace)
+    n = trace.clock_length
     times = [math.nan] * n
     for s in trace.steps:
-        if math.isnan(times[s.nfe]) or s.time_s > times[s.nfe]:
-            times[s.nfe] = s.time_s
+        if math.isnan(times[s.forward]) or s.time_s > times[s.forward]:
+            times[s.forward] = s.time_s
     for r in trace.regions:  # forwards with no recorded step (recorded without steps): commit times
         for t in r.tokens:
-            if 0 <= t.commit_step < n and math.isnan(times[t.commit_step]):
-                times[t.commit_step] = t.commit_time_s
+            if 0 <= t.commit_forward < n and math.isnan(times[t.commit_forward]):
+                times[t.commit_forward] = t.commit_time_s
     prefill = float(trace.metrics.get("prefill_s", 0.0))
     last = prefill
     for k in range(n):  # fill gaps (none in practice) and keep the clock monotone
@@ -129,7 +107,7 @@ def slots(trace: Trace) -> dict:
         for p, t in enumerate(r.tokens):
             index[(ri, p)] = len(region)
             region.append(ri), pos.append(p), text.append(t.text), ids.append(t.id)
-            commit.append(t.commit_step), conf.append(round(t.confidence * CONF_SCALE)), box.append(t.box)
+            commit.append(t.commit_forward), conf.append(round(t.confidence * CONF_SCALE)), box.append(t.box)
             stop.append(1 if t.stop else 0), filler.append(0)
     # filler: positions seen in steps beyond a region's tokens
     extra = sorted({(s.region, p) for s in trace.steps for p in s.positions if (s.region, p) not in index})
@@ -138,23 +116,23 @@ def slots(trace: Trace) -> dict:
         region.append(ri), pos.append(p), text.append(""), ids.append(-1)
         commit.append(-1), conf.append(0), box.append(None), stop.append(0), filler.append(1), correct.append(-1)
     opened = [-1] * len(region)
-    for s in sorted(trace.steps, key=lambda s: s.nfe):
+    for s in sorted(trace.steps, key=lambda s: s.forward):
         for p, c, cand, cf in zip(s.positions, s.committed, s.candidates, s.confidences):
             i = index[(s.region, p)]
             if opened[i] < 0:
-                opened[i] = s.nfe
+                opened[i] = s.forward
             if c and filler[i]:
-                commit[i], ids[i], conf[i] = s.nfe, cand, round(cf * CONF_SCALE)
+                commit[i], ids[i], conf[i] = s.forward, cand, round(cf * CONF_SCALE)
     for i in range(len(region)):  # traces recorded without steps: a slot opens when it commits
         if opened[i] < 0:
             opened[i] = max(0, commit[i])
     close = [-1] * len(region)  # filler: last forward of its block (shown until then)
     if any(filler):
-        L = block_length(trace) or 1
+        L = trace.block_length or 1
         block_end: dict[tuple[int, int], int] = {}
         for s in trace.steps:
             key = (s.region, s.block)
-            block_end[key] = max(block_end.get(key, -1), s.nfe)
+            block_end[key] = max(block_end.get(key, -1), s.forward)
         for i in range(len(region)):
             if filler[i]:
                 close[i] = block_end.get((region[i], pos[i] // L), commit[i])
@@ -170,10 +148,10 @@ def slots(trace: Trace) -> dict:
 
 def entries(trace: Trace, index: dict[tuple[int, int], int]) -> dict:
     """Step records flattened to one entry per masked position per forward, grouped by forward."""
-    n = clock_n(trace)
+    n = trace.clock_length
     by_tick: list[list] = [[] for _ in range(n)]
     for s in trace.steps:
-        by_tick[s.nfe].append(s)
+        by_tick[s.forward].append(s)
     out = {k: [] for k in ("slot", "cand", "conf", "commit", "topk_id", "topk_p")}
     tick_start = []
     for k in range(n):
@@ -209,16 +187,16 @@ def series(trace: Trace) -> dict:
     - ``forced``: positions force-committed at the step limit
     - ``above``: guesses above the confidence threshold at forward k (diffusion with a threshold)
     """
-    n = clock_n(trace)
+    n = trace.clock_length
     masks_left, committed, kept = [0] * n, [0] * n, [0] * n
     conf_min, conf_mean = [None] * n, [None] * n
     sums, counts = [0.0] * n, [0] * n
     block, regions, forced, above = [None] * n, [0] * n, [0] * n, [0] * n
-    threshold = trace.params.get("threshold") if trace.decoder == "diffusion" else None
+    threshold = None if trace.is_autoregressive else trace.params.get("threshold")
     first: dict[tuple[int, int], int] = {}
     last: dict[tuple[int, int], int] = {}
     for s in trace.steps:
-        k = s.nfe
+        k = s.forward
         masks_left[k] += len(s.positions) - sum(s.committed)
         committed[k] += sum(s.committed)
         regions[k] += 1
@@ -239,13 +217,13 @@ def series(trace: Trace) -> dict:
             conf_mean[k] = sums[k] / counts[k]
     for r in trace.regions:
         for t in r.tokens:
-            if 0 <= t.commit_step < n:
-                kept[t.commit_step] += 1
+            if 0 <= t.commit_forward < n:
+                kept[t.commit_forward] += 1
     step, steps = [0] * n, [0] * n
     for s in trace.steps:
         key = (s.region, s.block)
-        step[s.nfe] = max(step[s.nfe], s.nfe - first[key] + 1)
-        steps[s.nfe] = max(steps[s.nfe], last[key] - first[key] + 1)
+        step[s.forward] = max(step[s.forward], s.forward - first[key] + 1)
+        steps[s.forward] = max(steps[s.forward], last[key] - first[key] + 1)
     r4 = lambda v: None if v is None else round(v, 4)  # noqa: E731
     return {
         "masks_left": masks_left, "committed": committed, "kept": kept,
@@ -257,7 +235,7 @@ def series(trace: Trace) -> dict:
 
 def n_blocks(trace: Trace) -> int:
     """Blocks of the longest region (diffusion); 0 for AR."""
-    L = block_length(trace)
+    L = trace.block_length
     if not L:
         return 0
     if trace.steps:
@@ -269,28 +247,27 @@ def player_payload(trace: Trace, image_url: str | None = None, label: str | None
     """Everything the player needs for one trace (JSON-serialisable, model text as plain strings)."""
     check_clock(trace)
     sl = slots(trace)
-    n = clock_n(trace)
+    n = trace.clock_length
     m = trace.metrics
-    threshold = trace.params.get("threshold") if trace.decoder == "diffusion" else None
-    strategy = trace.params.get("strategy")
-    if trace.decoder == "diffusion" and strategy not in (None, "low_confidence_dynamic"):
+    threshold = None if trace.is_autoregressive else trace.params.get("threshold")
+    if trace.params.get("strategy") not in (None, "low_confidence_dynamic"):
         threshold = None  # only the dynamic strategy compares with the threshold
     return {
         "kind": KIND,
         "version": VERSION,
-        "label": label or f"{'AR' if trace.decoder == 'ar' else 'diffusion'} · {trace.model.get('name', '?')}",
+        "label": label or f"{'AR' if trace.is_autoregressive else trace.decoder} · {trace.model.name}",
         "decoder": trace.decoder,
-        "model": trace.model,
+        "model": {"name": trace.model.name, "spec": trace.model.spec, "params_m": trace.model.params_m},
         "params": {k: v for k, v in trace.params.items() if not isinstance(v, (dict, list))},
         "metrics": m,
         "text": trace.text,
         "gt_text": trace.gt_text,
         "page": {
-            "w": trace.page.get("width"), "h": trace.page.get("height"),
-            "source": trace.page.get("source"), "image": image_url,
+            "w": trace.page.width, "h": trace.page.height, "source": trace.page.source, "image": image_url,
+            "occluded": [o.box for o in trace.page.occluded],
         },
         "threshold": threshold,
-        "block_length": block_length(trace),
+        "block_length": trace.block_length,
         "n_blocks": n_blocks(trace),
         "recorded": bool(trace.steps),
         "clock": {
@@ -307,7 +284,7 @@ def player_payload(trace: Trace, image_url: str | None = None, label: str | None
             for i, r in enumerate(trace.regions)
         ],
         "vocab": trace.vocab,
-        "mask_ids": mask_ids(trace),
+        "mask_ids": [] if trace.model.mask_id is None else [trace.model.mask_id],
         "slots": sl["table"],
         "entries": entries(trace, sl["index"]),
         "series": series(trace),

@@ -7,17 +7,14 @@ per-pane ``short`` names, colours and dashes only tell the player how to lay the
 
 from __future__ import annotations
 
-from mudiff_viz.probes.bench import CONFIDENT, DECODER_COLORS
+from mudiff_viz.core.metrics import CONFIDENT
 from mudiff_viz.core.trace import Trace
+from mudiff_viz.views.labels import decoder_colour, decoder_label
 from mudiff_viz.views.player import compare_payload, player_payload
 from mudiff_viz.views.tables import diff_segments
 
 GRID = (("diffusion", "original"), ("diffusion", "shuffled"), ("ar", "original"), ("ar", "shuffled"))
 RECONSTRUCTION = "our reconstruction of the paper's unpublished Semantic Shuffle"
-
-
-def decoder_name(decoder: str) -> str:
-    return "AR" if decoder == "ar" else "diffusion"
 
 
 def column_name(column: str, level: float) -> str:
@@ -36,9 +33,9 @@ def grid_payload(traces: dict, images: dict, level: float) -> dict:
     panes = []
     for decoder, column in GRID:
         p = player_payload(traces[(decoder, column)], image_url=images.get(column),
-                           label=f"{decoder_name(decoder)} · {column_name(column, level)}")
-        p["short"] = f"{decoder_name(decoder)} {column}"
-        p["colour"] = DECODER_COLORS.get(decoder, "#555555")
+                           label=f"{decoder_label(decoder)} · {column_name(column, level)}")
+        p["short"] = f"{decoder_label(decoder)} {column}"
+        p["colour"] = decoder_colour(decoder)
         p["dash"] = column == "shuffled"
         panes.append(p)
     out = compare_payload(panes)
@@ -57,7 +54,7 @@ def score_table(scores: dict, level: float) -> tuple[list[str], list[list[str]]]
         change = f"{100 * (s['cer'] - o['cer']):+.1f}" if o and s else "–"
         wrong = f"{o['error_tokens'] if o else '–'} → {s['error_tokens'] if s else '–'}"
         conf = f"{_share(o)} → {_share(s)}"
-        rows.append([decoder_name(decoder), _pct(o and o["cer"]), _pct(s and s["cer"]), change, wrong, conf])
+        rows.append([decoder_label(decoder), _pct(o and o["cer"]), _pct(s and s["cer"]), change, wrong, conf])
     return headers, rows
 
 
@@ -83,7 +80,7 @@ def summary_markdown(scores: dict, level: float, seed: int, lines_changed: int, 
     for decoder in ("diffusion", "ar"):
         o, s = scores.get((decoder, "original")), scores.get((decoder, "shuffled"))
         if o and s:
-            parts.append(f"**{decoder_name(decoder)}** CER {_pct(o['cer'])} → {_pct(s['cer'])} "
+            parts.append(f"**{decoder_label(decoder)}** CER {_pct(o['cer'])} → {_pct(s['cer'])} "
                          f"({100 * (s['cer'] - o['cer']):+.1f} points)")
     if not parts:
         return head + " No ground truth for this page (an image needs its text: the bundled scan has it), so no CER."
@@ -108,5 +105,5 @@ def bench_table(summary: dict) -> tuple[list[str], list[list[str]]]:
     for decoder, s in summary.items():
         cells = [_pct(s["cer_by_level"].get(lv)) for lv in levels]
         change = f"{100 * s['cer_change']:+.1f} ({s['from_level']:g} → {s['to_level']:g})"
-        rows.append([decoder_name(decoder), *cells, change, _pct(s["confident_error_share"])])
+        rows.append([decoder_label(decoder), *cells, change, _pct(s["confident_error_share"])])
     return headers, rows

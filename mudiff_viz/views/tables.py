@@ -5,8 +5,8 @@ from __future__ import annotations
 from mudiff_viz.core.align import diff_ops
 from mudiff_viz.core.metrics import order_correlation
 from mudiff_viz.core.trace import Trace
+from mudiff_viz.views.labels import decoder_label
 from mudiff_viz.views.markdown import md_text
-from mudiff_viz.views.player import clock_n
 
 DIFF_COLOURS = {"substituted": "#e69f00", "expected": "#009e73", "extra": "#cc79a7", "missing": "#56b4e9"}
 
@@ -23,10 +23,10 @@ def metric_rows(trace: Trace) -> list[tuple[str, str]]:
     """(metric, value) pairs of one trace, in display order."""
     m = trace.metrics
     rows = [
-        ("model", f"{trace.model.get('name')} ({trace.model.get('params_m')} M params)"),
+        ("model", f"{trace.model.name} ({trace.model.params_m} M params)"),
         ("tokens", _fmt(m.get("tokens"))),
         ("NFE (forwards per sequence)", _fmt(m.get("nfe"))),
-        ("forward passes (shared clock)", _fmt(clock_n(trace))),
+        ("forward passes (shared clock)", _fmt(trace.clock_length)),
         ("tokens per forward", _fmt(m.get("tokens_per_forward"))),
         ("wall time", _fmt(m.get("wall_s"), " s")),
         ("prefill (vision + prompt)", _fmt(m.get("prefill_s"), " s")),
@@ -34,7 +34,7 @@ def metric_rows(trace: Trace) -> list[tuple[str, str]]:
         ("time to first token", _fmt(m.get("time_to_first_token_s"), " s")),
         ("CER vs ground truth", f"{100 * m['cer']:.2f}%" if "cer" in m else "no ground truth"),
     ]
-    if trace.decoder == "diffusion":
+    if not trace.is_autoregressive:
         corr = order_correlation(trace)
         rows.append(("order vs position (1 = left to right)", _fmt(round(corr, 3) if corr is not None else None)))
         p = trace.params
@@ -51,7 +51,7 @@ def metric_rows(trace: Trace) -> list[tuple[str, str]]:
 def metrics_table(traces: list[Trace]) -> tuple[list[str], list[list[str]]]:
     """Headers and rows: one column per trace."""
     cols = [metric_rows(t) for t in traces]
-    headers = ["metric"] + [("AR" if t.decoder == "ar" else "diffusion") for t in traces]
+    headers = ["metric"] + [decoder_label(t.decoder) for t in traces]
     rows = [[name] + [c[i][1] if i < len(c) else "–" for c in cols] for i, (name, _) in enumerate(cols[0])]
     return headers, rows
 
@@ -88,9 +88,9 @@ def summary_markdown(trace: Trace) -> str:
     """One line of headline numbers (no model text; the trace's own strings escaped: it may be an upload)."""
     m = trace.metrics
     parts = [
-        f"**{'AR' if trace.decoder == 'ar' else 'diffusion'}** · {md_text(trace.model.get('name'))}",
+        f"**{decoder_label(trace.decoder)}** · {md_text(trace.model.name)}",
         f"{len(trace.regions)} regions", f"{m.get('tokens')} tokens", f"NFE {m.get('nfe')}",
-        f"{m.get('tokens_per_forward')} tokens/forward", f"{clock_n(trace)} forward passes",
+        f"{m.get('tokens_per_forward')} tokens/forward", f"{trace.clock_length} forward passes",
         f"wall {m.get('wall_s')} s (prefill {m.get('prefill_s')} s)",
     ]
     if "cer" in m:

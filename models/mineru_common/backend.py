@@ -1,0 +1,34 @@
+"""What both MinerU backends share: the tokenizer answers the token-text questions, a page is one
+text-recognition region, and the two-stage parse's layout prompt and answer format."""
+
+from __future__ import annotations
+
+from models.base import Backend
+from models.mineru_common.layout import parse_layout
+from models.mineru_common.tasks import layout_region, page_region
+from models.mineru_common.text import ChatText
+from mudiff_viz.core.types import Region
+
+
+class MinerUBackend(Backend):
+    text: ChatText
+    supports_layout = True
+
+    def regions(self, page) -> list[Region]:
+        """The whole page, recognised as text (the layout parse is the pipeline's mode 'layout')."""
+        return [page_region(page.width, page.height, page.text)]
+
+    def token_text(self, token_id: int) -> str:
+        return self.text.token_text(token_id)
+
+    def token_texts(self, ids: list[int]) -> list[str]:
+        return self.text.token_texts(ids)
+
+    def detokenize(self, ids) -> str:
+        return self.text.detokenize(ids)
+
+    def layout_region(self, page, wording: str) -> Region:
+        return layout_region(page.width, page.height, wording)
+
+    def parse_layout(self, text: str, page) -> list[Region]:
+        return parse_layout(text, page.width, page.height)

@@ -1,0 +1,98 @@
+"""A finished decode -> its Trace, and the one place run metrics are computed.
+
+``run_metrics`` is shared by a single decode (:func:`build_trace`) and by merging per-region
+decodes back to back (decoding/sequential.py), so both count forwards, tokens and times alike.
+"""
+
+from __future__ import annotations
+
+from mudiff_viz.core import align
+from mudiff_viz.core.metrics import cer
+from mudiff_viz.core.trace import ModelRecord, PageRecord, RegionRecord, TokenRecord, Trace, rnd
+
+
+def run_metrics(
+    regions: list[RegionRecord], seq_forwards: int, commit_passes: int, batched_forwards: int, wall_s: float,
+    prefill_s: float, text: str, gt_text: str | None, truncated: str | None = None, **extra,
+) -> dict:
+    """Counts and times of a decode (docs/trace.md#conventions): ``nfe`` counts forwards per
+    sequence (denoising forwards plus block-commit passes), so batching does not inflate
+    ``tokens_per_forward``; ``batched_forwards`` counts the model calls."""
+    n_tokens = sum(len(r.tokens) for r in regions)
+    nfe = seq_forwards + commit_passes
+    metrics = {
+        "nfe": nfe,
+        "commit_passes": commit_passes,
+        "batched_forwards": batched_forwards,
+        "tokens": n_tokens,
+        "text_chars": len(text),
+        "tokens_per_forward": rnd(n_tokens / nfe) if nfe else 0.0,
+        "wall_s": rnd(wall_s),
+        "prefill_s": rnd(prefill_s),
+        "decode_s": rnd(max(0.0, wall_s - prefill_s)),
+        "time_to_first_token_s": rnd(min((t.commit_time_s for r in regions for t in r.tokens), default=0.0)),
+        **extra,
+    }
+    if gt_text is not None:
+        metrics["cer"] = rnd(cer(text, gt_text))
+    if truncated:
+        metrics["truncated"] = truncated
+    return metrics
+
+
+def model_record(backend) -> ModelRecord:
+    return ModelRecord(name=backend.name, spec=backend.spec, params_m=backend.params_m, mask_id=backend.mask_id,
+                       exec_mode=backend.exec_mode)
+
+
+def page_record(page) -> PageRecord:
+    return PageRecord(**page.info())
+
+
+def joined_text(regions: list[RegionRecord]) -> tuple[str, str | None]:
+    """The page's text (content regions joined by newlines) and its ground truth when every region has one."""
+    content = [r for r in regions if r.kind != "layout"] or regions
+    text = "\n".join(r.text for r in content)
+    gt = "\n".join(r.gt_text for r in content) if content and all(r.gt_text is not None for r in content) else None
+    return text, gt
+
+
+def build_trace(run, ctx) -> Trace:
+    """Assemble the Trace of a finished :class:`~mudiff_viz.decoding.run.DecodeRun`."""
+    backend, clock = run.backend, run.clock
+    wall = clock.now()
+    records: list[RegionRecord] = []
+    vocab: dict[str, str] = {}
+    for ri, (region, full) in enumerate(zip(run.regions, run.states)):
+        state = full.cut_at_stop(backend.stop_ids)
+        texts = backend.token_texts(state.ids)
+        tokens = []
+        for text, tok_id, forward, conf in zip(texts, state.ids, state.commit_forward, state.confidence):
+            stop = tok_id in backend.stop_ids
+            tokens.append(TokenRecord(
+                text="" if stop else text, id=int(tok_id), commit_forward=int(forward),
+                commit_time_s=rnd(clock.time_of(forward)), confidence=rnd(min(1.0, max(0.0, conf))), stop=stop,
+            ))
+        shown = [t.text for t in tokens]
+        boxes = align.token_boxes(shown, region.gt_chars) if region.gt_chars else backend.token_boxes(
+            run.page, region, ctx, ri, state.ids)
+        for t, b in zip(tokens, boxes or []):
+            t.box = None if (b is None or t.stop) else [round(v, 1) for v in b]
+        records.append(RegionRecord(
+            bbox=[round(v, 1) for v in region.bbox], text="".join(shown), tokens=tokens, gt_text=region.gt_text,
+            kind=region.kind, n_generated=full.n_generated, prefill_s=rnd(clock.prefill_s),
+        ))
+    for s in run.recorder.steps:
+        for pairs in s.topk:
+            for tok_id, _ in pairs:
+                vocab.setdefault(str(int(tok_id)), backend.token_text(int(tok_id)))
+    for r in records:
+        for t in r.tokens:
+            vocab.setdefault(str(t.id), backend.token_text(t.id))
+    text, gt_text = joined_text(records)
+    metrics = run_metrics(records, run.seq_forwards, run.commit_passes, run.batched_forwards, wall, clock.prefill_s,
+                          text, gt_text, run.truncated)
+    return Trace(
+        decoder=run.decoder, model=model_record(backend), params=run.trace_params(), page=page_record(run.page),
+        text=text, metrics=metrics, regions=records, steps=run.recorder.steps, gt_text=gt_text, vocab=vocab,
+    )

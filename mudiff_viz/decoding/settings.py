@@ -1,0 +1,99 @@
+"""Decode settings in one place: every knob once, with its default, range and help.
+
+The CLI's flags (:func:`mudiff_viz.cli.knobs.add_knob_flags`) and the app's controls are generated
+from :data:`KNOBS`; :class:`DecodeParams` takes its defaults from it. The defaults are the
+release's (block 32, steps 32, threshold 0.95), except the temperature: 0 is the deterministic mode
+(argmax with temperature-1 confidences); the release samples at 1.0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Callable
+
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.decoding.strategies import strategy_names
+
+DIFFUSION, AR = "diffusion", "ar"
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    default: Any
+    kind: type  # int, float or str
+    label: str  # the app's control label
+    help: str  # one line: the CLI's help and the app's info
+    lo: float | None = None
+    hi: float | None = None
+    choices: Callable[[], tuple[str, ...]] | None = None
+    decoders: tuple[str, ...] = (DIFFUSION, AR)  # which decoders read it (the trace records only those)
+    step: float | None = None  # the app's slider step
+
+    def check(self, value: Any) -> None:
+        if self.kind is str:
+            names = self.choices() if self.choices else None
+            if not isinstance(value, str) or (names and value not in names):
+                raise UserInputError(f"unknown {self.label.lower()} {value!r}; choose one of {', '.join(names or ())}")
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (self.kind is int and int(value) != value):
+            raise UserInputError(f"{self.label.lower()} must be {'an integer' if self.kind is int else 'a number'}, got {value!r}")
+        if math.isnan(value) or (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
+            raise UserInputError(f"{self.label.lower()} must be in {self.lo:g}..{self.hi:g}, got {value:g}")
+
+
+KNOBS: tuple[Knob, ...] = (
+    Knob("block_length", 32, int, "Block length", "positions denoised together per block", 1, 1024, decoders=(DIFFUSION,), step=1),
+    Knob("steps", 32, int, "Steps per block", "denoising steps per block (quota per step = block length // steps)",
+         1, 4096, decoders=(DIFFUSION,), step=1),
+    Knob("threshold", 0.95, float, "Threshold", "commit every guess more confident than this (low_confidence_dynamic)",
+         0.0, 1.0, decoders=(DIFFUSION,), step=0.01),
+    Knob("strategy", "low_confidence_dynamic", str, "Strategy", "which masked positions a step commits",
+         choices=strategy_names, decoders=(DIFFUSION,)),
+    Knob("temperature", 0.0, float, "Temperature", "0 = deterministic (argmax; confidences from the temperature-1 softmax)",
+         0.0, 10.0, step=0.05),
+    Knob("top_k", 0, int, "Top-k", "sample from the k most likely tokens (0 = all)", 0, 1_000_000, step=1),
+    Knob("top_p", 1.0, float, "Top-p", "sample from the smallest set of tokens with this much probability", 1e-6, 1.0, step=0.01),
+    Knob("seed", 0, int, "Seed", "seed of the sampler (temperature > 0, random strategy)", 0, 2**31 - 1, step=1),
+    Knob("max_new_tokens", 1024, int, "Max tokens", "tokens per region at most", 1, 1_000_000, step=1),
+)
+KNOB = {k.name: k for k in KNOBS}
+
+
+@dataclass
+class DecodeParams:
+    """One decode's settings. Every decoder takes the same object and reads the knobs it needs."""
+
+    block_length: int = KNOB["block_length"].default
+    steps: int = KNOB["steps"].default
+    threshold: float = KNOB["threshold"].default
+    strategy: str = KNOB["strategy"].default
+    temperature: float = KNOB["temperature"].default
+    top_k: int = KNOB["top_k"].default
+    top_p: float = KNOB["top_p"].default
+    seed: int = KNOB["seed"].default
+    max_new_tokens: int = KNOB["max_new_tokens"].default
+    record: bool = True  # record every step (off: tokens, commit forwards and metrics only)
+    max_seconds: float | None = None  # wall-time budget of the decode
+    extra: dict[str, Any] = field(default_factory=dict)  # recorded in the trace as is (mode, probes ...)
+
+    def check(self) -> None:
+        for knob in KNOBS:
+            knob.check(getattr(self, knob.name))
+
+    def for_trace(self, decoder: str) -> dict[str, Any]:
+        """The params record of a trace: the knobs this decoder reads, plus record and extras."""
+        knobs = {k.name: getattr(self, k.name) for k in KNOBS if decoder in k.decoders}
+        return {"decoder": decoder, **knobs, "record": self.record, **self.extra}
+
+    @classmethod
+    def from_knobs(cls, **knobs: Any) -> "DecodeParams":
+        """From keyword knobs (unknown names and None values are ignored), checked."""
+        names = {f.name for f in fields(cls)}
+        params = cls(**{k: v for k, v in knobs.items() if k in names and v is not None})
+        params.check()
+        return params
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

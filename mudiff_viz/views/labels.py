@@ -1,0 +1,16 @@
+"""How the views name and colour decoders (one place: the player, figures, tables and reports agree)."""
+
+from __future__ import annotations
+
+# Okabe-Ito: colour-blind safe
+DECODER_COLOURS = {"diffusion": "#0072b2", "ar": "#d55e00"}
+OTHER_COLOUR = "#555555"
+
+
+def decoder_label(decoder: str) -> str:
+    """'AR' for the autoregressive decoder, else the decoder's registered name."""
+    return "AR" if decoder == "ar" else decoder
+
+
+def decoder_colour(decoder: str) -> str:
+    return DECODER_COLOURS.get(decoder, OTHER_COLOUR)
