@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Callable
 
 from models.base import Backend
-
 from mudiff_viz.core.errors import ModelLoadError
 
 ROOT = Path(__file__).resolve().parent.parent

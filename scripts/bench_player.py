@@ -72,8 +72,8 @@ def synthetic_trace(tmp: Path):
     from models import registry
     from models.nano_char.model import NanoConfig, NanoOCR
     from models.nano_char.weights import save_model
-    from mudiff_viz.inputs.pages import load_page
     from mudiff_viz.decoding.pipeline import decode_page, make_params
+    from mudiff_viz.inputs.pages import load_page
 
     torch.manual_seed(0)
     torch.set_num_threads(1)

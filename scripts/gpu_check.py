@@ -33,9 +33,9 @@ from models.mineru_common.text import ChatText  # noqa: E402
 from models.mineru_diffusion.backend import MinerUDiffusionBackend, dtype_for  # noqa: E402
 from models.mineru_diffusion.graphs import BlockGraphs  # noqa: E402
 from models.mineru_diffusion.model import MinerUDiffusion, MinerUDiffusionConfig, SDARConfig, VisionConfig  # noqa: E402
+from mudiff_viz.decoding.pipeline import decode_page  # noqa: E402
 from mudiff_viz.decoding.settings import DecodeParams  # noqa: E402
 from mudiff_viz.inputs.pages import load_page  # noqa: E402
-from mudiff_viz.decoding.pipeline import decode_page  # noqa: E402
 
 TINY_TEXT = dict(
     hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16

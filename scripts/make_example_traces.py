@@ -31,10 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from mudiff_viz.cli.main import summary_line
-    from mudiff_viz.inputs.pages import load_page
-    from mudiff_viz.decoding.pipeline import decode_page, make_params
+    from mudiff_viz.cli.common import summary_line
     from mudiff_viz.core.trace import check_invariants
+    from mudiff_viz.decoding.pipeline import decode_page, make_params
+    from mudiff_viz.inputs.pages import load_page
 
     page = load_page(args.page)
     out = Path(args.out)

@@ -127,10 +127,10 @@ def test_old_output_folders_are_pruned(tmp_path):
 
 
 def test_outside_text_is_inert_in_markdown():
+    from markdown_it import MarkdownIt
+
     from mudiff_viz.ui.callbacks import error_text
     from mudiff_viz.views.markdown import md_text
-
-    from markdown_it import MarkdownIt
 
     raw = "![x](http://example.invalid/a.png) <img src=x onerror=alert(1)> **b** [l](javascript:x) # h\nnext"
     html = MarkdownIt("commonmark").render(md_text(raw))

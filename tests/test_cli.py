@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from mudiff_viz.core.trace import Trace, check_invariants
 from mudiff_viz.inputs import synth
 from mudiff_viz.inputs.pages import load_page
-from mudiff_viz.core.trace import Trace, check_invariants
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,9 +89,9 @@ def test_ar_model_refuses_the_other_decoder(tiny_models, pdf, tmp_path):
 
 
 def test_view_reports_invariant_problems(tmp_path):
-    from tests.fixed_backend import FixedBackend, FixedPage
     from mudiff_viz.decoding.diffusion import decode_diffusion
     from mudiff_viz.decoding.settings import DecodeParams
+    from tests.fixed_backend import FixedBackend, FixedPage
 
     backend = FixedBackend(seed=0)
     trace = decode_diffusion(backend, FixedPage(), backend.regions(None), DecodeParams(max_new_tokens=32))

@@ -12,14 +12,14 @@ import math
 import pytest
 import torch
 
+from mudiff_viz.core.trace import Trace, check_invariants
 from mudiff_viz.decoding.autoregressive import decode_autoregressive
-from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.decoding.diffusion import decode_diffusion
 from mudiff_viz.decoding.sampling import quota_schedule
 from mudiff_viz.decoding.scheduler import BlockScheduler
+from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.decoding.strategies import strategy_names
-from mudiff_viz.core.trace import Trace, check_invariants
-from tests.fixed_backend import EOS, MASK, V, FixedBackend, FixedPage
+from tests.fixed_backend import EOS, MASK, FixedBackend, FixedPage, V
 
 torch.set_num_threads(1)
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from models.nano_char.evaluate import eval_pages
 from models.registry import NANO_DIR, SHIPPED
-from mudiff_viz.decoding.settings import DecodeParams
+from mudiff_viz.bench.evaluate import eval_pages
 from mudiff_viz.core.metrics import cer
-from mudiff_viz.decoding.pipeline import decode_page
 from mudiff_viz.core.trace import check_invariants
+from mudiff_viz.decoding.pipeline import decode_page
+from mudiff_viz.decoding.settings import DecodeParams
 
 torch.set_num_threads(2)
 

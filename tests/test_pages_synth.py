@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mudiff_viz.inputs import synth
 from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.inputs import synth
 from mudiff_viz.inputs.pages import load_page
 from mudiff_viz.inputs.regions import segment_lines
 
@@ -165,8 +165,8 @@ def test_image_without_exif_has_no_orientation(tmp_path):
 def test_text_blocks_group_paragraph_lines(two_column_page):
     """Text-layer lines group into paragraph blocks within one column; lines segmented from the
     pixels group into (about) as many."""
-    from mudiff_viz.inputs.regions import group_blocks
     from models.nano.preprocess import to_gray
+    from mudiff_viz.inputs.regions import group_blocks
 
     page = two_column_page.render(150)
     boxes = [ln.bbox for ln in page.lines]

@@ -21,13 +21,13 @@ from PIL import Image, ImageDraw
 from safetensors.torch import save_file
 
 from models import registry
-from models.mineru_diffusion.model import MinerUDiffusion, sdar_mask
-from mudiff_viz.decoding.settings import DecodeParams
-from mudiff_viz.core.errors import ModelLoadError
 from models.mineru_common.layout import parse_layout
-from mudiff_viz.inputs.pages import load_page
-from mudiff_viz.decoding.pipeline import decode_page
+from models.mineru_diffusion.model import MinerUDiffusion, sdar_mask
+from mudiff_viz.core.errors import ModelLoadError
 from mudiff_viz.core.trace import Trace, check_invariants
+from mudiff_viz.decoding.pipeline import decode_page
+from mudiff_viz.decoding.settings import DecodeParams
+from mudiff_viz.inputs.pages import load_page
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,11 +19,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mudiff_viz.inputs import synth
 from mudiff_viz.cli.main import main
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import current
+from mudiff_viz.core.trace import ModelRecord, PageRecord, RegionRecord, TokenRecord, Trace
+from mudiff_viz.inputs import synth
 from mudiff_viz.inputs.pdf import render_in_process
+from mudiff_viz.probes.bench import shuffle_figure, summarize, token_errors
 from mudiff_viz.probes.shuffle import (
     image_lines,
     line_rng,
@@ -32,8 +34,6 @@ from mudiff_viz.probes.shuffle import (
     shuffle_page,
     shuffle_pdf,
 )
-from mudiff_viz.probes.bench import shuffle_figure, summarize, token_errors
-from mudiff_viz.core.trace import ModelRecord, PageRecord, RegionRecord, TokenRecord, Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 

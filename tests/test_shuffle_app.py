@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from mudiff_viz.core.trace import Trace, check_invariants
 from mudiff_viz.probes.bench import summarize
 from mudiff_viz.probes.pairs import GRID, decode_grid, score_grid, shuffle_pages, with_line_truth
-from mudiff_viz.core.trace import Trace, check_invariants
 from mudiff_viz.views import shuffle as views
 from tests.ui_support import ROOT, SAMPLE, launched_app, make_tiny_twins
 
@@ -112,8 +112,8 @@ def test_pane_diffs_rebuild_both_texts(traces, pages):
 
 def test_image_traces_get_the_sidecars_lines(tiny_models):
     """The bundled scan has no text layer: its sidecar's lines become the regions' ground truth."""
-    from mudiff_viz.inputs.pages import load_page
     from mudiff_viz.decoding.pipeline import decode_page, make_params
+    from mudiff_viz.inputs.pages import load_page
 
     gt = SCAN.with_suffix(".txt").read_text(encoding="utf-8")
     trace = decode_page(load_page(SCAN), model=str(tiny_models["ar"]), decoder="ar", params=make_params(max_new_tokens=8))

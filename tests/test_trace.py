@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from mudiff_viz.decoding.diffusion import decode_diffusion
-from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits
 from mudiff_viz.core.trace import Trace, check_invariants
+from mudiff_viz.decoding.diffusion import decode_diffusion
+from mudiff_viz.decoding.settings import DecodeParams
 from tests.fixed_backend import FixedBackend, FixedPage
 
 

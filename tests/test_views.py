@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from mudiff_viz.decoding.autoregressive import decode_autoregressive
-from mudiff_viz.decoding.settings import DecodeParams
-from mudiff_viz.decoding.diffusion import decode_diffusion
 from mudiff_viz.core.trace import Trace, check_invariants
+from mudiff_viz.decoding.autoregressive import decode_autoregressive
+from mudiff_viz.decoding.diffusion import decode_diffusion
+from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.views import figures, tables
 from mudiff_viz.views.export import script_json, standalone_html
 from mudiff_viz.views.player import CONF_SCALE, compare_payload, player_payload

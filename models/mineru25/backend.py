@@ -14,13 +14,13 @@ from pathlib import Path
 
 import torch
 
-from mudiff_viz.core.types import Region
+from models.mineru_common.backend import MinerUBackend
 from models.mineru_common.checkpoint import read_json, weight_files
 from models.mineru_common.imaging import ImagePreprocessor
 from models.mineru_common.tasks import TEXT_PROMPT
-from models.mineru_common.backend import MinerUBackend
 from models.mineru_common.text import ChatText
 from mudiff_viz.core.errors import ModelLoadError
+from mudiff_viz.core.types import Region
 
 LM_HEAD = "lm_head.weight"
 

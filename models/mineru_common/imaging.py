@@ -15,11 +15,10 @@ from pathlib import Path
 import torch
 from PIL import Image
 
-from mudiff_viz.core.types import Region
-from mudiff_viz.core.errors import ModelLoadError, UserInputError
-
 from models.mineru_common.checkpoint import read_json
 from models.mineru_common.tasks import LAYOUT_IMAGE_SIZE
+from mudiff_viz.core.errors import ModelLoadError, UserInputError
+from mudiff_viz.core.types import Region
 
 MIN_PIXELS = 3136  # release values (docs/real-models.md#images): 4 to 2048 image tokens
 MAX_PIXELS = 1_605_632

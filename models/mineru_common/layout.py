@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from mudiff_viz.core.types import Region
 from models.mineru_common.tasks import prompt_for
+from mudiff_viz.core.types import Region
 
 LINE_RE = re.compile(
     r"<\|box_start\|>\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*<\|box_end\|>"

@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mudiff_viz.core.errors import ModelLoadError
-
 from models.mineru_common.checkpoint import read_json
 from models.mineru_common.tasks import SYSTEM_PROMPT
+from mudiff_viz.core.errors import ModelLoadError
 
 IMAGE_PAD = "<|image_pad|>"
 SPECIAL_STRINGS = {

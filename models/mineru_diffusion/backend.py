@@ -13,17 +13,21 @@ from pathlib import Path
 
 import torch
 
-from mudiff_viz.core.types import Region
+from models.mineru_common.backend import MinerUBackend
 from models.mineru_common.checkpoint import check_keys, load_state_dict, read_json
 from models.mineru_common.imaging import ImagePreprocessor
 from models.mineru_common.tasks import TEXT_PROMPT
-from models.mineru_common.backend import MinerUBackend
 from models.mineru_common.text import ChatText
-from mudiff_viz.core.errors import ModelLoadError
-
 from models.mineru_diffusion.graphs import BlockGraphs, graphs_wanted
-from models.mineru_diffusion.model import KVCache, MinerUDiffusion, MinerUDiffusionConfig, count_params_m, from_state_dict
-
+from models.mineru_diffusion.model import (
+    KVCache,
+    MinerUDiffusion,
+    MinerUDiffusionConfig,
+    count_params_m,
+    from_state_dict,
+)
+from mudiff_viz.core.errors import ModelLoadError
+from mudiff_viz.core.types import Region
 
 DEFAULT_BLOCK_LENGTH = 32  # the release's block length, for callers that do not say
 

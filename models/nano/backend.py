@@ -20,15 +20,14 @@ import torch
 import torch.nn.functional as F
 
 from models.base import Backend
-from mudiff_viz.core.types import Region
-from mudiff_viz.core import align
-from mudiff_viz.inputs.pages import union
-from mudiff_viz.inputs.regions import group_blocks, segment_lines
-
 from models.nano.model import CharTables, NanoOCR, answer_position, count_m, walk
 from models.nano.preprocess import LineCrop, collate, crop_line, ink_levels, reference_height, to_gray
 from models.nano.tokenizer import CharTokenizer
 from models.nano.weights import load_model
+from mudiff_viz.core import align
+from mudiff_viz.core.types import Region
+from mudiff_viz.inputs.page import union
+from mudiff_viz.inputs.regions import group_blocks, segment_lines
 
 CHARS = CharTokenizer()
 

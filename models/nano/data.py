@@ -15,10 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageFilter
 
+from models.nano.preprocess import crop_line, ink_levels, reference_height, to_gray
 from mudiff_viz.inputs import synth
 from mudiff_viz.inputs.regions import group_blocks
-
-from models.nano.preprocess import crop_line, ink_levels, reference_height, to_gray
 
 
 @dataclass

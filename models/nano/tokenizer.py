@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mudiff_viz.inputs import synth
+
 PRINTABLE = "".join(chr(c) for c in range(32, 127))
 CHAR_SPECIALS = ("<pad>", "<bos>", "<eos>", "<mask>")
 SUBWORD_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|image_pad|>", "<|MASK|>", "<|pad|>")
@@ -131,8 +133,6 @@ def train_tokenizer(texts: list[str], vocab_size: int, seed: int = 0):
 
 
 def main(argv=None) -> None:
-    from mudiff_viz.inputs import synth
-
     ap = argparse.ArgumentParser(prog="python -m models.nano.tokenizer", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--vocab-size", type=int, default=2048)

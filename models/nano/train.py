@@ -33,6 +33,8 @@ from models.nano.model import CharTables, NanoConfig, NanoOCR, count_m
 from models.nano.objectives import CHARS, ar_loss, diffusion_loss, encode_batch
 from models.nano.tokenizer import SubwordTokenizer
 from models.nano.weights import load_model, save_model
+from models.nano_char.weights import load_model as load_char
+from mudiff_viz.inputs import synth
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -116,7 +118,6 @@ def init_from_char(char_dir: Path, tok: SubwordTokenizer, n_layers: int, chars_p
     """A subword model started from the character pair: every shared part copied; decoder layers
     past the character model's depth start as identities (output projections zero); a subword's
     embedding is the mean of its characters' embeddings and its output row its first character's."""
-    from models.nano_char.weights import load_model as load_char
 
     char = load_char(char_dir)
     cfg = NanoConfig(
@@ -198,7 +199,6 @@ def main(argv=None) -> None:
     elif args.init_char and args.tokenizer:
         tok = SubwordTokenizer(args.tokenizer)
         tokenizer_path = args.tokenizer
-        from mudiff_viz.inputs import synth
 
         train_text = [p for d in synth.documents("train") for p in d.paragraphs]
         model = init_from_char(args.init_char, tok, args.layers, round(tok.chars_per_token(train_text), 3))

@@ -10,10 +10,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from mudiff_viz.core.errors import ModelLoadError
-
 from models.nano.model import NanoConfig, NanoOCR
 from models.nano.tokenizer import SubwordTokenizer
+from mudiff_viz.core.errors import ModelLoadError
 
 
 def save_model(model: NanoOCR, out_dir: Path, tokenizer: Path, dtype: torch.dtype = torch.float32) -> None:

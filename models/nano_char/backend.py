@@ -15,14 +15,13 @@ import torch
 import torch.nn.functional as F
 
 from models.base import Backend
-from mudiff_viz.core.types import Region
-from mudiff_viz.core import align
-from mudiff_viz.inputs.regions import segment_lines
-
-from models.nano_char.model import NanoOCR, count_m
 from models.nano.preprocess import LineCrop, collate, crop_line, ink_levels, reference_height, to_gray
+from models.nano_char.model import NanoOCR, count_m
 from models.nano_char.tokenizer import CharTokenizer
 from models.nano_char.weights import load_model
+from mudiff_viz.core import align
+from mudiff_viz.core.types import Region
+from mudiff_viz.inputs.regions import segment_lines
 
 
 @dataclass

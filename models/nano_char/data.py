@@ -14,9 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageFilter
 
-from mudiff_viz.inputs import synth
-
 from models.nano.preprocess import crop_line, ink_levels, reference_height, to_gray
+from mudiff_viz.inputs import synth
 
 
 @dataclass

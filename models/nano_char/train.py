@@ -24,12 +24,12 @@ import torch
 from rapidfuzz.distance import Levenshtein
 from safetensors.torch import load_file, save_file
 
+from models.nano.preprocess import collate
 from models.nano_char.data import LinePool, page_samples
 from models.nano_char.model import NanoConfig, NanoOCR, count_m
 from models.nano_char.objectives import ar_loss, diffusion_loss
-from models.nano.preprocess import collate
 from models.nano_char.tokenizer import CharTokenizer
-from models.nano_char.weights import save_model
+from models.nano_char.weights import load_model, save_model
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -154,7 +154,6 @@ def main(argv=None) -> None:
     gen = torch.Generator().manual_seed(args.seed)
 
     if args.init:
-        from models.nano_char.weights import load_model
 
         model = load_model(args.init.parent if args.init.is_file() else args.init, dtype=torch.float32)
         model.cfg.kind = args.kind

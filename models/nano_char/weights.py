@@ -8,9 +8,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from mudiff_viz.core.errors import ModelLoadError
-
 from models.nano_char.model import NanoConfig, NanoOCR
+from mudiff_viz.core.errors import ModelLoadError
 
 
 def save_model(model: NanoOCR, out_dir: Path, dtype: torch.dtype = torch.float32) -> None:

@@ -1,4 +1,4 @@
-"""``shuffle`` and ``shuffle-bench`` sub-commands (registered by cli._extra_commands).
+"""``shuffle`` and ``shuffle-bench`` sub-commands.
 
     python -m mudiff_viz shuffle INPUT --level P --seed S --out OUT.pdf|OUT.png
     python -m mudiff_viz shuffle-bench INPUT... --levels 0,0.5,1 [--seeds N] [--model SPEC] --out DIR
@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from mudiff_viz.cli.common import add_limit_flags, limits_from
 from mudiff_viz.core.errors import UserInputError
 
 
@@ -22,8 +23,6 @@ def _level(text: str) -> float:
 
 def register(sub) -> None:
     """Add the two sub-commands to the main parser's sub-parsers."""
-    from mudiff_viz.cli.main import add_limit_flags
-
     s = sub.add_parser("shuffle", help="Semantic Shuffle a page: permute words within lines, keep the glyphs")
     s.add_argument("input", help="PDF with a text layer, or a PNG/JPEG page (ground truth from INPUT.txt if present)")
     s.add_argument("--level", type=_level, default=1.0, help="fraction of each line's words permuted, in [0, 1]")
@@ -49,7 +48,6 @@ def register(sub) -> None:
 
 
 def cmd_shuffle(args) -> int:
-    from mudiff_viz.cli.main import limits_from
     from mudiff_viz.inputs.pages import read_source, sniff_kind
     from mudiff_viz.probes.shuffle import check_level, shuffle_page
 
@@ -101,7 +99,6 @@ def cmd_shuffle(args) -> int:
 
 
 def cmd_shuffle_bench(args) -> int:
-    from mudiff_viz.cli.main import limits_from
     from mudiff_viz.probes.bench import (
         bench_pages_from_paths,
         parse_levels,

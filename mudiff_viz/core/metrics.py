@@ -32,6 +32,39 @@ def steps_per_block(trace) -> list[int]:
     return list(counts.values())
 
 
+def block_first_forwards(trace) -> dict[tuple[int, int], int]:
+    """(region, block) -> the first forward that denoised it."""
+    first: dict[tuple[int, int], int] = {}
+    for s in trace.steps:
+        key = (s.region, s.block)
+        first[key] = min(first.get(key, s.forward), s.forward)
+    return first
+
+
+def first_step_share(trace) -> float | None:
+    """Share of a block-wise trace's tokens (stop tokens included, block filler not) committed at
+    the first denoising step of their block: 1.0 means every block is guessed in one go, no order
+    to watch. None for AR traces and traces recorded without steps."""
+    L = trace.block_length
+    if L is None or not trace.steps:
+        return None
+    first = block_first_forwards(trace)
+    hits = total = 0
+    for ri, r in enumerate(trace.regions):
+        for pos, t in enumerate(r.tokens):
+            start = first.get((ri, pos // L))
+            if start is not None:
+                total += 1
+                hits += t.commit_forward == start
+    return hits / total if total else None
+
+
+def mean_steps_per_block(trace) -> float | None:
+    """Denoising forwards per (region, block), averaged; None without recorded steps."""
+    counts = steps_per_block(trace)
+    return sum(counts) / len(counts) if counts else None
+
+
 def order_correlation(trace) -> float | None:
     """Mean Spearman correlation between position and commit step inside each block.
 

@@ -13,7 +13,7 @@ from mudiff_viz.decoding.decoders import get_decoder
 from mudiff_viz.decoding.sequential import decode_sequential
 from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.decoding.two_stage import decode_two_stage
-from mudiff_viz.inputs.pages import Page
+from mudiff_viz.inputs.page import Page
 
 MODES = ("page", "layout")  # layout: layout detection first, then recognition per block (two_stage.py)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.sequential import Decode, decode_sequential, merge_traces
-from mudiff_viz.inputs.pages import Page
+from mudiff_viz.inputs.page import Page
 
 
 def decode_two_stage(

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,10 @@ from PIL import Image
 
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits
-from mudiff_viz.inputs.pages import PDF_LOCK, TextChar, TextLine
+from mudiff_viz.inputs.page import TextChar, TextLine
+
+# PyMuPDF is not thread-safe: every call into it goes through this lock.
+PDF_LOCK = threading.Lock()
 
 
 # what a child killed by its address-space limit leaves on stderr
@@ -125,7 +129,7 @@ def render_in_process(data: bytes, page_index: int, dpi: float, limits: Limits) 
 
 
 def run_worker(task: list[str], data: bytes, limits: Limits, action: str = "render") -> tuple[dict, bytes]:
-    """Run ``python -m mudiff_viz.inputs.pdf_worker TASK...`` on ``data`` with the time and memory limits.
+    """Run ``python -m mudiff_viz.workers.pdf TASK...`` on ``data`` with the time and memory limits.
 
     Returns the child's JSON header and its binary payload; a refusal or a crash becomes one
     UserInputError line. ``action`` names the work in messages ("render", "shuffle").
@@ -144,7 +148,7 @@ def run_worker(task: list[str], data: bytes, limits: Limits, action: str = "rend
 
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "mudiff_viz.inputs.pdf_worker", *task],
+            [sys.executable, "-m", "mudiff_viz.workers.pdf", *task],
             input=data,
             capture_output=True,
             timeout=limits.pdf_timeout_s,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from mudiff_viz.inputs.pages import Page, TextLine
 
 Box = tuple[float, float, float, float]
 

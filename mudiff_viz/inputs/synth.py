@@ -17,7 +17,9 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mudiff_viz.inputs.pages import Page
+from mudiff_viz.core.limits import current
+from mudiff_viz.inputs.page import Page
+from mudiff_viz.inputs.pdf import render_in_process
 
 # Base-14 fonts by family: (regular, bold). PyMuPDF's short names need no font files.
 FONTS = {
@@ -152,9 +154,6 @@ class SynthPage:
 
     def render(self, dpi: float = 150) -> Page:
         """Rasterise in-process (our own PDF is trusted) with the text layer in page pixels."""
-        from mudiff_viz.core.limits import current
-        from mudiff_viz.inputs.pdf import render_in_process
-
         limits = current()
         r = render_in_process(self.pdf, 0, dpi, limits)
         return Page(

@@ -21,9 +21,10 @@ from rapidfuzz.distance import Levenshtein
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits, current
 from mudiff_viz.core.metrics import CONFIDENT, cer
-from mudiff_viz.views.labels import decoder_colour
+from mudiff_viz.decoding.pipeline import decode_page, make_params
 from mudiff_viz.inputs.pages import read_source, sniff_kind
 from mudiff_viz.probes.shuffle import check_level, shuffle_page
+from mudiff_viz.views.labels import decoder_colour
 
 ROW_FIELDS = [
     "page", "level", "seed", "decoder", "cer", "tokens", "nfe", "wall_s", "mean_confidence",
@@ -170,7 +171,6 @@ def run_shuffle_benchmark(
     ``seeds`` is a count (seeds 0..N-1) or explicit seeds. ``model`` is one spec for both decoders
     or ``diffusion=SPEC,ar=SPEC``. ``progress(done, total, message)`` is called after each decode.
     """
-    from mudiff_viz.decoding.pipeline import decode_page, make_params
 
     limits = limits or current()
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)

@@ -15,9 +15,10 @@ from typing import Callable
 
 from mudiff_viz.core.limits import Limits, current
 from mudiff_viz.core.metrics import cer
-from mudiff_viz.probes.shuffle import ShuffledPage, check_level, shuffle_page
-from mudiff_viz.probes.bench import score_row
 from mudiff_viz.core.trace import Trace
+from mudiff_viz.decoding.pipeline import decode_page
+from mudiff_viz.probes.bench import score_row
+from mudiff_viz.probes.shuffle import ShuffledPage, check_level, shuffle_page
 
 COLUMNS = ("original", "shuffled")
 DECODERS = ("diffusion", "ar")
@@ -102,7 +103,6 @@ def decode_grid(
     ``params`` maps decoder -> decoder parameters (``pipeline.make_params``); ``progress(done, total,
     what)`` reports each decode's own progress, ``what`` naming the decoder and page.
     """
-    from mudiff_viz.decoding.pipeline import decode_page
 
     out: dict[Key, Trace] = {}
     for decoder, column in GRID:

@@ -28,7 +28,10 @@ from PIL import Image
 
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits, current
-from mudiff_viz.inputs.pages import PDF_LOCK, Page, open_image, sniff_kind
+from mudiff_viz.inputs.page import Page
+from mudiff_viz.inputs.pages import open_image, sniff_kind
+from mudiff_viz.inputs.pdf import PDF_LOCK, open_pdf, render_pdf_page, run_worker
+from mudiff_viz.inputs.regions import ink_mask, segment_lines
 
 # ---- the permutation --------------------------------------------------------------------------
 
@@ -307,7 +310,6 @@ def shuffle_pdf(
     ``rerender`` rewrites lines even when nothing moved (level 0 as a control that went through
     the same redact-and-write path); without it an unchanged page is returned byte for byte.
     """
-    from mudiff_viz.inputs.pdf import open_pdf
 
     level = check_level(level)
     limits = limits or current()
@@ -343,7 +345,6 @@ def shuffle_pdf_isolated(
     limits: Limits | None = None,
 ) -> ShuffleResult:
     """:func:`shuffle_pdf` in the PDF worker process, under its time and memory limits (uploads)."""
-    from mudiff_viz.inputs.pdf import run_worker
 
     level = check_level(level)
     limits = limits or current()
@@ -419,7 +420,6 @@ def image_lines(image: Image.Image, word_counts: Sequence[int] | None = None) ->
     threshold. With the known word count of every line (from a ground truth), each line is cut at
     its widest runs instead, so crops and ground-truth words correspond one to one.
     """
-    from mudiff_viz.inputs.regions import ink_mask, segment_lines
 
     gray = _gray(image)
     ink = ink_mask(gray)
@@ -486,7 +486,6 @@ def shuffle_image(
     it and the ground truth is permuted with the crops; lines that cannot be matched unambiguously
     stay in place. When the line counts differ, the ground truth of a changed page is unknown.
     """
-    from mudiff_viz.inputs.regions import segment_lines
 
     level = check_level(level)
     rgb = image.convert("RGB")
@@ -551,7 +550,6 @@ def shuffle_page(
     limits = limits or current()
     kind = sniff_kind(data)
     if kind == "pdf":
-        from mudiff_viz.inputs.pdf import render_pdf_page
 
         if trusted:
             result = shuffle_pdf(data, level, seed, pages=[page_index], rerender=rerender, limits=limits)

@@ -12,13 +12,12 @@ from __future__ import annotations
 import csv
 import os
 
-from mudiff_viz.ui import gpu as _gpu  # noqa: F401  (imports `spaces` before anything touches CUDA)
-
 import gradio as gr  # noqa: E402
 
-from mudiff_viz.decoding.strategies import strategy_names  # noqa: E402
 from mudiff_viz.core.limits import current as current_limits  # noqa: E402
+from mudiff_viz.decoding.strategies import strategy_names  # noqa: E402
 from mudiff_viz.ui import callbacks as cb  # noqa: E402
+from mudiff_viz.ui import gpu as _gpu  # noqa: F401  (imports `spaces` before anything touches CUDA)
 from mudiff_viz.ui import howitworks, models  # noqa: E402
 from mudiff_viz.ui import shuffle_callbacks as scb  # noqa: E402
 from mudiff_viz.ui.player import Player  # noqa: E402

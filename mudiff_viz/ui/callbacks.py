@@ -18,15 +18,17 @@ import gradio as gr
 
 from mudiff_viz.core.errors import ModelLoadError, UserInputError
 from mudiff_viz.core.trace import Trace
-from mudiff_viz.views import figures, tables
-from mudiff_viz.views.markdown import md_text
-from mudiff_viz.views.export import standalone_compare_html, standalone_html_from_payload, trace_title
+from mudiff_viz.decoding.pipeline import decode_page, make_params
 from mudiff_viz.inputs.page_lookup import page_for_trace
-from mudiff_viz.views.page_image import image_data_url
-from mudiff_viz.views.player import compare_payload, player_payload
+from mudiff_viz.inputs.pages import load_page
 from mudiff_viz.ui import models
 from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu
 from mudiff_viz.ui.slot import model_slot
+from mudiff_viz.views import figures, tables
+from mudiff_viz.views.export import standalone_compare_html, standalone_html_from_payload, trace_title
+from mudiff_viz.views.markdown import md_text
+from mudiff_viz.views.page_image import image_data_url
+from mudiff_viz.views.player import compare_payload, player_payload
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "assets" / "samples"
@@ -130,7 +132,6 @@ def _path(file) -> str | None:
 @user_errors
 def preview_page(file, page_number):
     """A small render of the chosen page, and the page picker's range."""
-    from mudiff_viz.inputs.pages import load_page
 
     path = _path(file)
     if not path:
@@ -147,8 +148,6 @@ def preview_page(file, page_number):
 
 
 def _load(path: str | None, page_number) -> "object":
-    from mudiff_viz.inputs.pages import load_page
-
     if not path:
         raise UserInputError("choose a page first: upload a PDF, PNG or JPEG, or pick a bundled sample")
     return load_page(path, page_index=max(0, int(page_number or 1) - 1))
@@ -168,8 +167,6 @@ def _progress_cb(progress, label: str, unit: str):
 @model_slot
 @gpu
 def decode_job(page, spec: str, decoder: str, knobs: dict, progress=None) -> Trace:
-    from mudiff_viz.decoding.pipeline import decode_page, make_params
-
     models.check(spec, decoder)
     params = make_params(**knobs)
     return decode_page(page, model=spec, decoder=decoder, params=params, progress=progress)
@@ -178,8 +175,6 @@ def decode_job(page, spec: str, decoder: str, knobs: dict, progress=None) -> Tra
 @model_slot
 @gpu
 def compare_job(page, spec_diffusion: str, spec_ar: str, knobs: dict, progress=None) -> tuple[Trace, Trace]:
-    from mudiff_viz.decoding.pipeline import decode_page, make_params
-
     models.check(spec_ar, "ar")
     models.check(spec_diffusion, "diffusion")
     ar = decode_page(page, model=spec_ar, decoder="ar", params=make_params(**knobs),
@@ -299,7 +294,6 @@ def _image_for(trace: Trace, page_file) -> str | None:
     """The page under a loaded trace: the uploaded page if it matches, else a bundled sample by hash."""
     path = _path(page_file)
     if path:
-        from mudiff_viz.inputs.pages import load_page
 
         page = load_page(path, page_index=trace.page.page_index, dpi=float(trace.page.dpi or 150))
         if (page.width, page.height) != (trace.page.width, trace.page.height):

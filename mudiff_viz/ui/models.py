@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from models import registry
+from models.registry import configured_models
+from mudiff_viz.core.errors import ModelLoadError
+
 
 def nano_dir(decoder: str) -> Path:
-    from models import registry
-
     return Path(registry.NANO_DIR) / f"{registry.SHIPPED['nano']}-{decoder}"
 
 
@@ -26,7 +28,6 @@ def missing_message(decoder: str) -> str:
 
 def choices() -> list[tuple[str, str]]:
     """(label, spec) pairs: the nano pair first, then MUDIFF_MODELS entries."""
-    from models.registry import configured_models
 
     out = []
     for spec in configured_models():
@@ -40,7 +41,6 @@ def choices() -> list[tuple[str, str]]:
 
 def check(spec: str, decoder: str) -> None:
     """Raise ModelLoadError with a clear message when the chosen nano twin is missing."""
-    from mudiff_viz.core.errors import ModelLoadError
 
     if spec in ("nano", f"nano-{decoder}") and not nano_installed(decoder):
         raise ModelLoadError(missing_message(decoder))

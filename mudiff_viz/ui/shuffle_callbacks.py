@@ -14,14 +14,17 @@ import gradio as gr
 
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import current as current_limits
-from mudiff_viz.probes.pairs import DECODERS, ShufflePages, decode_grid, score_grid, shuffle_pages
-from mudiff_viz.views import shuffle as views
+from mudiff_viz.decoding.pipeline import make_params
 from mudiff_viz.inputs.page_lookup import file_sha256, find_source
-from mudiff_viz.views.page_image import image_data_url
+from mudiff_viz.inputs.pages import load_page, read_source
+from mudiff_viz.probes.bench import bench_pages_from_paths, run_shuffle_benchmark, summary_lines, write_outputs
+from mudiff_viz.probes.pairs import DECODERS, ShufflePages, decode_grid, score_grid, shuffle_pages
 from mudiff_viz.ui import models
 from mudiff_viz.ui.callbacks import _outdir, _path, _stem, _write_trace, knobs_dict, sample_paths, user_errors
 from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu
 from mudiff_viz.ui.slot import model_slot
+from mudiff_viz.views import shuffle as views
+from mudiff_viz.views.page_image import image_data_url
 
 BENCH_LEVELS = (0.0, 0.25, 0.5, 1.0)
 
@@ -40,7 +43,6 @@ def sidecar_text(path: str) -> str | None:
 @gpu
 def shuffle_job(pages: ShufflePages, spec: str, knobs: dict, progress=None) -> dict:
     """Both decoders on both pages: four traces keyed (decoder, column)."""
-    from mudiff_viz.decoding.pipeline import make_params
 
     for decoder in DECODERS:
         models.check(spec, decoder)
@@ -49,8 +51,6 @@ def shuffle_job(pages: ShufflePages, spec: str, knobs: dict, progress=None) -> d
 
 
 def _bench_job(pages, levels, seeds: int, spec: str, knobs: dict, progress=None):
-    from mudiff_viz.probes.bench import run_shuffle_benchmark
-
     for decoder in DECODERS:
         models.check(spec, decoder)
     return run_shuffle_benchmark(pages, levels=levels, seeds=seeds, model=spec, progress=progress, knobs=knobs)
@@ -77,7 +77,6 @@ def _grid_progress(progress):
 def run_shuffle(file, page_number, level, seed, spec, block_length, steps, threshold, max_tokens,
                 progress=gr.Progress()):
     """Shuffle one page and decode both pages with both decoders; the grid, scores, diffs, files."""
-    from mudiff_viz.inputs.pages import load_page, read_source
 
     path = _path(file)
     if not path:
@@ -120,7 +119,6 @@ def shuffle_outputs(pages: ShufflePages, traces: dict, name: str):
 
 def bundled_bench_pages():
     """The bundled samples as benchmark inputs (our own files: rendered in-process)."""
-    from mudiff_viz.probes.bench import bench_pages_from_paths
 
     pages = bench_pages_from_paths(sample_paths())
     for p in pages:
@@ -131,7 +129,6 @@ def bundled_bench_pages():
 @user_errors
 def run_shuffle_bench(levels, seeds, spec, block_length, steps, threshold, max_tokens, progress=gr.Progress()):
     """The benchmark over the bundled samples: summary, figure, table, downloads."""
-    from mudiff_viz.probes.bench import summary_lines, write_outputs
 
     chosen = sorted({float(v) for v in (levels or [])})
     if not chosen:

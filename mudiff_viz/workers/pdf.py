@@ -1,9 +1,10 @@
 """Child process for the isolated PDF work in :mod:`mudiff_viz.inputs.pdf`: PDF bytes on stdin, one JSON
-header line and a binary payload on stdout. Nothing is pickled.
+header line and a binary payload on stdout. Nothing is pickled. A process entry point, like the CLI:
+it may call any layer (rendering from inputs, the shuffle from probes).
 
 Usage (internal):
-  python -m mudiff_viz.inputs.pdf_worker render PAGE_INDEX DPI < file.pdf      -> header + PNG
-  python -m mudiff_viz.inputs.pdf_worker shuffle LEVEL SEED PAGES RERENDER < file.pdf  -> header + PDF
+  python -m mudiff_viz.workers.pdf render PAGE_INDEX DPI < file.pdf      -> header + PNG
+  python -m mudiff_viz.workers.pdf shuffle LEVEL SEED PAGES RERENDER < file.pdf  -> header + PDF
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import sys
 
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits
+from mudiff_viz.inputs.pdf import render_in_process
+from mudiff_viz.probes.shuffle import shuffle_pdf
 
 
 def render(args: list[str], data: bytes, limits: Limits) -> tuple[dict, bytes]:
-    from mudiff_viz.inputs.pdf import render_in_process
-
     rendered = render_in_process(data, int(args[0]), float(args[1]), limits)
     buf = io.BytesIO()
     rendered.image.save(buf, format="PNG", compress_level=1)
@@ -42,8 +43,6 @@ def render(args: list[str], data: bytes, limits: Limits) -> tuple[dict, bytes]:
 
 
 def shuffle(args: list[str], data: bytes, limits: Limits) -> tuple[dict, bytes]:
-    from mudiff_viz.probes.shuffle import shuffle_pdf
-
     pages = None if args[2] == "all" else [int(x) for x in args[2].split(",")]
     result = shuffle_pdf(data, float(args[0]), int(args[1]), pages=pages, rerender=args[3] == "1", limits=limits)
     meta = {"lines": [dataclasses.asdict(r) for r in result.lines], "note": result.note}

@@ -1,0 +1,69 @@
+"""``bench`` and ``sweep``: speed, parallelism and recording cost in one run, and the
+accuracy-speed curve (docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from mudiff_viz.bench.speed import run_bench, run_sweep, sweep_figure, sweep_table
+
+
+def register(sub) -> None:
+    b = sub.add_parser("bench", help="speed, parallelism and recording-cost benchmark (one run, ratios)")
+    b.add_argument("--model", default="nano")
+    b.add_argument("--ar-model", help="AR model spec (default: same as --model)")
+    b.add_argument("--pages", type=int, default=6)
+    b.add_argument("--repeats", type=int, default=3)
+    b.add_argument("--quick", action="store_true", help="2 pages, 1 repeat (under 3 minutes on 2 CPU cores)")
+    b.add_argument("--threads", type=int, default=2)
+    b.add_argument("--out", default="bench.json")
+    b.set_defaults(func=cmd_bench)
+    s = sub.add_parser("sweep", help="accuracy-speed trade-off curve over thresholds and block lengths")
+    s.add_argument("--model", default="nano")
+    s.add_argument("--ar-model")
+    s.add_argument("--pages", type=int, default=6)
+    s.add_argument("--thresholds", default="0.5,0.6,0.7,0.8,0.9,0.95,0.99")
+    s.add_argument("--block-lengths", default="8,16,32")
+    s.add_argument("--threads", type=int, default=2)
+    s.add_argument("--out", default="docs/sweep")
+    s.set_defaults(func=cmd_sweep)
+
+
+def cmd_bench(args) -> int:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    n, repeats = (2, 1) if args.quick else (args.pages, args.repeats)
+    t0 = time.perf_counter()
+    result = run_bench(args.model, n, repeats, ar_model=args.ar_model, log=lambda m: print(m, file=sys.stderr))
+    result["threads"] = args.threads
+    result["bench_wall_s"] = time.perf_counter() - t0
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    keys = ("tokens_per_forward", "speedup_vs_ar", "speedup_vs_ar_page_batch", "recording_overhead",
+            "trace_bytes_per_token", "peak_rss_mb", "cer", "decode_s_per_page")
+    print(json.dumps({k: result[k] for k in keys}, indent=1))
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    thresholds = tuple(float(x) for x in args.thresholds.split(","))
+    blocks = tuple(int(x) for x in args.block_lengths.split(","))
+    sweep = run_sweep(args.model, args.ar_model, args.pages, thresholds, blocks, log=lambda m: print(m, file=sys.stderr))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sweep.json").write_text(json.dumps(sweep, indent=2) + "\n")
+    (out / "sweep.md").write_text(sweep_table(sweep))
+    fig = sweep_figure(sweep)
+    fig.write_html(out / "sweep.html", include_plotlyjs="cdn")  # small; the PNG is the offline copy
+    try:
+        fig.write_image(out / "sweep.png", width=900, height=520)
+    except Exception as exc:  # kaleido needs a Chromium; the JSON, table and HTML are written anyway
+        print(f"note: no PNG ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})", file=sys.stderr)
+    print(sweep_table(sweep))
+    return 0

@@ -1,0 +1,65 @@
+"""What every sub-command shares: one-line errors, exit codes, limit flags and the decode knobs.
+
+The decode knob flags are generated from :data:`mudiff_viz.decoding.settings.KNOBS` (defaults,
+ranges, help and the registered strategies come from there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mudiff_viz.core.limits import Limits, current
+from mudiff_viz.decoding.settings import KNOBS
+
+EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_MODEL = 0, 1, 2, 3
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit code 2
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_INPUT)
+
+
+def add_knob_flags(p: argparse.ArgumentParser) -> None:
+    """``--block-length``, ``--steps``, ... one flag per decode knob."""
+    for knob in KNOBS:
+        choices = knob.choices() if knob.choices else None
+        p.add_argument(f"--{knob.name.replace('_', '-')}", type=knob.kind, default=knob.default, choices=choices,
+                       help=f"{knob.help} (default {knob.default})")
+
+
+def knobs_from(args) -> dict:
+    return {knob.name: getattr(args, knob.name) for knob in KNOBS}
+
+
+def add_limit_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-upload-mb", type=float, help="largest input file (MB)")
+    p.add_argument("--max-pages", type=int, help="largest PDF page count")
+    p.add_argument("--max-decode-seconds", type=float, help="wall-time limit per decode")
+
+
+def limits_from(args) -> Limits:
+    return current(
+        max_upload_bytes=int(args.max_upload_mb * 1024 * 1024) if getattr(args, "max_upload_mb", None) else None,
+        max_pdf_pages=getattr(args, "max_pages", None),
+        max_decode_seconds=getattr(args, "max_decode_seconds", None),
+    )
+
+
+def summary_line(trace) -> str:
+    m = trace.metrics
+    parts = [
+        f"{trace.decoder}",
+        f"model={trace.model.name}",
+        f"regions={len(trace.regions)}",
+        f"tokens={m.get('tokens')}",
+        f"NFE={m.get('nfe')}",
+        f"tokens/forward={m.get('tokens_per_forward')}",
+        f"wall={m.get('wall_s')}s (prefill {m.get('prefill_s')}s)",
+    ]
+    if "cer" in m:
+        parts.append(f"CER={100 * m['cer']:.2f}%")
+    if "truncated" in m:
+        parts.append(f"TRUNCATED ({m['truncated']})")
+    return " ".join(parts)

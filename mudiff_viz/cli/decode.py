@@ -1,0 +1,76 @@
+"""``decode`` and ``view``: a page into a trace, and a trace checked, summarised or exported.
+
+Each command imports its machinery when it runs, so ``view`` starts without torch.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from mudiff_viz.cli.common import EXIT_OK, add_knob_flags, add_limit_flags, knobs_from, limits_from, summary_line
+from mudiff_viz.decoding.decoders import DECODERS
+
+
+def register(sub) -> None:
+    d = sub.add_parser("decode", help="decode a page into a trace")
+    d.add_argument("input", help="PNG, JPEG or PDF")
+    d.add_argument("--page", type=int, default=0, help="page index (PDF), 0-based")
+    d.add_argument("--decoder", choices=list(DECODERS), default="diffusion")
+    d.add_argument("--model", default="nano", help="nano (default), nano-char, a checkpoint directory or a hub id")
+    d.add_argument("--mode", choices=["page", "layout"], default="page",
+                   help="page: the model's own regions; layout: layout detection, then recognition per block (MinerU models)")
+    d.add_argument("--layout-prompt", choices=["detection", "analysis"], default="detection",
+                   help="wording of the layout prompt in --mode layout: 'Layout Detection' (default) or 'Layout Analysis' "
+                        "(the release uses both; docs/real-models.md)")
+    d.add_argument("--dpi", type=float, default=150, help="rasterising DPI for PDFs")
+    add_knob_flags(d)
+    add_limit_flags(d)
+    d.add_argument("--no-record", action="store_true", help="do not record per-step candidates (faster)")
+    d.add_argument("--quiet", action="store_true", help="print only the summary line")
+    d.add_argument("--out", required=True, help="trace JSON to write")
+    d.set_defaults(func=cmd_decode)
+
+    v = sub.add_parser("view", help="validate a trace and print its summary")
+    v.add_argument("trace")
+    v.add_argument("--html", help="write a standalone offline HTML replay")
+    v.add_argument("--text", action="store_true", help="also print the decoded text")
+    v.set_defaults(func=cmd_view)
+
+
+def cmd_decode(args) -> int:
+    from mudiff_viz.decoding.pipeline import decode_page, make_params
+    from mudiff_viz.inputs.pages import load_page
+
+    limits = limits_from(args)
+    page = load_page(args.input, page_index=args.page, dpi=args.dpi, limits=limits)
+    params = make_params(limits, **knobs_from(args))
+    if args.no_record:
+        params.record = False
+    trace = decode_page(page, model=args.model, decoder=args.decoder, params=params, mode=args.mode,
+                        layout_prompt=args.layout_prompt)
+    size = trace.save(args.out)
+    if not args.quiet:
+        print(trace.text)
+    print(summary_line(trace) + f" trace={args.out} ({size / 1e6:.2f} MB)", file=sys.stderr if not args.quiet else sys.stdout)
+    return EXIT_OK
+
+
+def cmd_view(args) -> int:
+    from mudiff_viz.core.trace import Trace, check_invariants
+    from mudiff_viz.inputs.page_lookup import page_for_trace
+    from mudiff_viz.views.export import standalone_html
+    from mudiff_viz.views.page_image import image_data_url
+
+    trace = Trace.load(args.trace)
+    problems = check_invariants(trace)
+    print(summary_line(trace))
+    if args.text:
+        print(trace.text)
+    if problems:
+        print(f"warning: {len(problems)} invariant violations, first: {problems[0]}", file=sys.stderr)
+    if args.html:
+        image = page_for_trace(trace.page)  # the bundled sample it was made on, if it was
+        Path(args.html).write_text(standalone_html(trace, image_data_url(image) if image else None), encoding="utf-8")
+        print(f"wrote {args.html}")
+    return EXIT_OK
