@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from models.base import Backend
+from models.nano.cache import BatchCache
 from models.nano.model import CharTables, NanoOCR, answer_position, count_m, walk
 from models.nano.preprocess import LineCrop, collate, crop_line, ink_levels, reference_height, to_gray
-from models.nano.tokenizer import CharTokenizer
+from models.nano.tokenizer import CharTokenizer, SubwordTokenizer
 from models.nano.weights import load_model
 from mudiff_viz.core import align
 from mudiff_viz.core.types import Region
@@ -34,22 +34,28 @@ CHARS = CharTokenizer()
 
 @dataclass
 class NanoContext:
-    """The batch's KV cache, kept compact: cache row i holds region ``alive[i]``."""
-
-    k: list[torch.Tensor]  # per layer (B_alive, H, capacity, D)
-    v: list[torch.Tensor]
-    key_mask: torch.Tensor  # (B_alive, capacity) True where a key is real
-    length: int  # filled positions (same for all rows)
+    cache: BatchCache
     first_logits: torch.Tensor  # (B, V) from the prefill (<|im_start|> position)
     crops: list[list[LineCrop]]  # per region, its lines
     ctc_paths: list[list[list[tuple[int, int]]]]  # per region, per line: (char id, line-image x) of the CTC path
     line_starts: torch.Tensor  # (B, max_lines + 1) start of each line on the position axis
     line: torch.Tensor  # (B,) reading position after each region's committed text: line ...
     col: torch.Tensor  # (B,) ... and column
-    alive: list[int]  # region index of each cache row
 
 
-class NanoBackend(Backend):
+class TokenizedBackend(Backend):
+    """A backend whose ``tok`` (a nano tokenizer) answers the token-text questions."""
+
+    tok: SubwordTokenizer | CharTokenizer
+
+    def token_text(self, token_id: int) -> str:
+        return self.tok.token_text(token_id)
+
+    def detokenize(self, ids) -> str:
+        return self.tok.decode(ids)
+
+
+class NanoBackend(TokenizedBackend):
     """One nano twin (``kind`` 'diffusion' or 'ar'); implements both decoder protocols."""
 
     batches_regions = True  # all text blocks of a page decode as one batch
@@ -96,12 +102,6 @@ class NanoBackend(Backend):
 
     # ---- protocol --------------------------------------------------------------------------------
 
-    def token_text(self, token_id: int) -> str:
-        return self.tok.token_text(token_id)
-
-    def detokenize(self, ids) -> str:
-        return self.tok.decode(ids)
-
     @torch.inference_mode()
     def encode(self, page, regions: list[Region], block_length: int | None = None) -> NanoContext:
         gray = to_gray(page.image)
@@ -117,17 +117,7 @@ class NanoBackend(Backend):
         images, widths = images.to(self.device, dtype), widths.to(self.device)
         visual = self.model.encode(images, widths, [len(cs) for cs in crops])
         logits, kv, key_mask = self.model.prefill(visual, self.tok.image_pad_id, self.tok.bos_id)
-        b, p1 = key_mask.shape
-        capacity = p1 + 128
-        ks, vs = [], []
-        for k, v in kv:
-            kk = k.new_zeros(b, k.shape[1], capacity, k.shape[3])
-            vv = v.new_zeros(b, v.shape[1], capacity, v.shape[3])
-            kk[:, :, :p1], vv[:, :, :p1] = k, v
-            ks.append(kk)
-            vs.append(vv)
-        mask = torch.zeros(b, capacity, dtype=torch.bool, device=self.device)
-        mask[:, :p1] = key_mask
+        cache = BatchCache.from_prefill(kv, key_mask)
         best = self.model.ctc_head(visual.enc).argmax(-1).cpu().tolist()
         paths = []
         for row, n in zip(best, visual.enc_len.cpu().tolist()):
@@ -141,53 +131,8 @@ class NanoBackend(Backend):
         for cs in crops:
             per_region.append(paths[first : first + len(cs)])
             first += len(cs)
-        zero = torch.zeros(b, device=self.device)
-        return NanoContext(ks, vs, mask, p1, logits, crops, per_region, visual.line_starts, zero, zero.clone(),
-                           alive=list(range(b)))
-
-    def _ensure(self, ctx: NanoContext, extra: int) -> None:
-        cap = ctx.key_mask.shape[1]
-        if ctx.length + extra <= cap:
-            return
-        grow = max(extra, cap)
-        ctx.k = [F.pad(k, (0, 0, 0, grow)) for k in ctx.k]
-        ctx.v = [F.pad(v, (0, 0, 0, grow)) for v in ctx.v]
-        ctx.key_mask = F.pad(ctx.key_mask, (0, grow))
-
-    @staticmethod
-    def _compact(ctx: NanoContext, rows: list[int]) -> None:
-        """Keep only the cache rows of ``rows`` (the others have finished for good)."""
-        keep = torch.tensor([ctx.alive.index(r) for r in rows], device=ctx.key_mask.device)
-        ctx.k = [k.index_select(0, keep) for k in ctx.k]
-        ctx.v = [v.index_select(0, keep) for v in ctx.v]
-        ctx.key_mask = ctx.key_mask.index_select(0, keep)
-        ctx.alive = list(rows)
-
-    def _forward(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor,
-                 store: bool, causal: bool):
-        n = tokens.shape[1]
-        t = ctx.length
-        want = rows.tolist()
-        self._ensure(ctx, n)
-        if store and want != ctx.alive:
-            self._compact(ctx, want)  # a store for fewer rows: the others stopped
-        if want == ctx.alive:  # every live row: attend over the cache in place
-            bufs = [(k, v, t) for k, v in zip(ctx.k, ctx.v)]
-            key_mask = ctx.key_mask[:, :t]
-        else:  # a subset (rows whose block finished early sit out): gather them once
-            idx = torch.tensor([ctx.alive.index(r) for r in want], device=self.device)
-            bufs = [(k.index_select(0, idx)[:, :, : t + n], v.index_select(0, idx)[:, :, : t + n], t)
-                    for k, v in zip(ctx.k, ctx.v)]
-            key_mask = ctx.key_mask.index_select(0, idx)[:, :t]
-        inner = torch.ones(n, n, dtype=torch.bool, device=self.device)
-        if causal:
-            inner = torch.tril(inner)
-        mask = torch.cat([key_mask[:, None, :].expand(-1, n, -1), inner.expand(len(want), -1, -1)], dim=2)
-        hidden, _ = self.model.run_layers(self.model.embed(tokens), positions, mask[:, None], bufs)
-        if store:  # the keys/values were written into slots t..t+n in place: make them count
-            ctx.key_mask[:, t : t + n] = True
-            ctx.length += n
-        return self.model.logits(hidden)
+        zero = torch.zeros(len(regions), device=self.device)
+        return NanoContext(cache, logits, crops, per_region, visual.line_starts, zero, zero.clone())
 
     def _walk(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor, known: torch.Tensor):
         return walk(ctx.line[rows], ctx.col[rows], tokens, known, self.tables, self.cfg.chars_per_token)
@@ -195,14 +140,14 @@ class NanoBackend(Backend):
     def _store(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor, causal: bool) -> torch.Tensor:
         """Forward known tokens, store them, and move the rows' reading positions past them."""
         _, _, line, col = self._walk(ctx, tokens, rows, torch.ones_like(tokens, dtype=torch.bool))
-        logits = self._forward(ctx, tokens, rows, answer_position(ctx.line_starts[rows], line, col), True, causal)
+        logits = ctx.cache.forward(self.model, tokens, rows, answer_position(ctx.line_starts[rows], line, col), True, causal)
         ctx.line[rows], ctx.col[rows] = line[:, -1], col[:, -1]
         return logits
 
     # diffusion
     def block_logits(self, ctx: NanoContext, block: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         line, col, _, _ = self._walk(ctx, block, rows, block != self.mask_id)
-        return self._forward(ctx, block, rows, answer_position(ctx.line_starts[rows], line, col), False, False)
+        return ctx.cache.forward(self.model, block, rows, answer_position(ctx.line_starts[rows], line, col), False, False)
 
     def commit_block(self, ctx: NanoContext, block: torch.Tensor, rows: torch.Tensor) -> None:
         self._store(ctx, block, rows, causal=False)

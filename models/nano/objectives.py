@@ -54,7 +54,7 @@ def ctc_loss(model: NanoOCR, v: Visual, batch) -> torch.Tensor:
     return F.ctc_loss(logp, flat, v.enc_len, lens, blank=CHARS.pad_id, zero_infinity=True)
 
 
-def _pad(seqs: list[list[int]], value: int) -> torch.Tensor:
+def pad_ids(seqs: list[list[int]], value: int) -> torch.Tensor:
     n = max(len(s) for s in seqs)
     return torch.tensor([s + [value] * (n - len(s)) for s in seqs], dtype=torch.long)
 
@@ -62,8 +62,8 @@ def _pad(seqs: list[list[int]], value: int) -> torch.Tensor:
 def ar_loss(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, batch, ctc_weight: float = 0.5):
     v = encode_batch(model, batch)
     ids = [tok.encode(r.text) for r in batch]
-    inputs = _pad(ids, tok.pad_id)  # t1..tn
-    targets = _pad([s + [tok.eos_id] for s in ids], tok.pad_id)  # t1..tn, eos
+    inputs = pad_ids(ids, tok.pad_id)  # t1..tn
+    targets = pad_ids([s + [tok.eos_id] for s in ids], tok.pad_id)  # t1..tn, eos
     b, p = v.vis_mask.shape
     n = inputs.shape[1]
     real = inputs != tok.pad_id
@@ -102,7 +102,7 @@ def diffusion_loss(
         n = len(s) + 1
         n_full = -(-n // block_size) * block_size
         answers.append(s + [tok.eos_id] * (n_full - len(s)))
-    clean = _pad(answers, tok.pad_id)
+    clean = pad_ids(answers, tok.pad_id)
     b, p = v.vis_mask.shape
     n = clean.shape[1]
     real = clean != tok.pad_id

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import time
 from pathlib import Path
@@ -25,13 +24,12 @@ from pathlib import Path
 import numpy as np
 import torch
 from rapidfuzz.distance import Levenshtein
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
 
 from models.nano.data import RegionPool, page_regions
 from models.nano.model import CharTables, NanoConfig, NanoOCR, count_m
 from models.nano.objectives import CHARS, ar_loss, diffusion_loss, encode_batch
 from models.nano.tokenizer import SubwordTokenizer
+from models.nano.training import Logger, load_checkpoint, lr_at, parse_mix, rng_from_list, rng_to_list, save_checkpoint
 from models.nano.weights import load_model, save_model
 from models.nano_char.weights import load_model as load_char
 from mudiff_viz.inputs import synth
@@ -47,8 +45,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--init", type=Path, help="start from these weights (a directory of this pair: the AR twin, for diffusion)")
     ap.add_argument("--init-char", type=Path, help="start from the character pair's weights (directory)")
-    ap.add_argument("--tokenizer", type=Path, help="tokenizer.json (with --init-char; --init brings its own)")
-    ap.add_argument("--layers", type=int, default=6, help="decoder layers (with --init-char)")
+    ap.add_argument("--tokenizer", type=Path, help="tokenizer.json (with --init-char, or alone: a new model; --init brings its own)")
+    ap.add_argument("--layers", type=int, default=6, help="decoder layers (with --init-char, or a new model)")
+    ap.add_argument("--d-model", type=int, default=192, help="width of a new model (no --init/--init-char)")
+    ap.add_argument("--enc-layers", type=int, default=2, help="vision encoder layers of a new model")
     ap.add_argument("--pool-pages", type=int, default=250, help="pages in the region pool")
     ap.add_argument("--pool-cache", type=Path, help="save/load the initial pool here (reused across runs)")
     ap.add_argument("--refresh-every", type=int, default=4, help="add a fresh page every N steps")
@@ -61,57 +61,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--block-sizes", default="8:0.2,16:0.3,32:0.5", help="diffusion block size mix")
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast")
     return ap.parse_args(argv)
-
-
-def parse_mix(spec: str) -> tuple[list[int], list[float]]:
-    pairs = [item.split(":") for item in spec.split(",")]
-    return [int(a) for a, _ in pairs], [float(b) for _, b in pairs]
-
-
-class Logger:
-    def __init__(self, out: Path) -> None:
-        self.log = open(out / "train.log", "a", buffering=1)
-        self.metrics = open(out / "metrics.jsonl", "a", buffering=1)
-
-    def __call__(self, msg: str) -> None:
-        line = f"{time.strftime('%H:%M:%S')} {msg}"
-        print(line, flush=True)
-        self.log.write(line + "\n")
-
-    def record(self, row: dict) -> None:
-        self.metrics.write(json.dumps(row) + "\n")
-
-
-def lr_at(step: int, total: int, base: float, warmup: int) -> float:
-    if step < warmup:
-        return base * (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return base * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
-
-
-def save_checkpoint(path: Path, model: NanoOCR, opt: torch.optim.Optimizer, meta: dict) -> None:
-    tensors = {f"model.{k}": v.detach().contiguous() for k, v in model.state_dict().items()}
-    names = {id(p): n for n, p in model.named_parameters()}
-    for group in opt.param_groups:
-        for p in group["params"]:
-            for key, val in opt.state.get(p, {}).items():
-                if torch.is_tensor(val):
-                    tensors[f"opt.{names[id(p)]}.{key}"] = val.detach().contiguous().reshape(val.shape)
-    tmp = path.with_suffix(".tmp")
-    save_file(tensors, str(tmp), metadata={"meta": json.dumps(meta)})
-    tmp.replace(path)
-
-
-def load_checkpoint(path: Path, model: NanoOCR, opt: torch.optim.Optimizer) -> dict:
-    tensors = load_file(str(path))
-    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
-    params = dict(model.named_parameters())
-    for key, val in tensors.items():
-        if key.startswith("opt."):
-            name, field = key[4:].rsplit(".", 1)
-            opt.state[params[name]][field] = val
-    with safe_open(str(path), "pt") as f:
-        return json.loads(f.metadata()["meta"])
 
 
 def init_from_char(char_dir: Path, tok: SubwordTokenizer, n_layers: int, chars_per_token: float) -> NanoOCR:
@@ -196,15 +145,22 @@ def main(argv=None) -> None:
         model, tok = load_model(args.init)
         tokenizer_path = args.init / "tokenizer.json"
         model.cfg.kind = args.kind
-    elif args.init_char and args.tokenizer:
+    elif args.tokenizer:
         tok = SubwordTokenizer(args.tokenizer)
         tokenizer_path = args.tokenizer
-
         train_text = [p for d in synth.documents("train") for p in d.paragraphs]
-        model = init_from_char(args.init_char, tok, args.layers, round(tok.chars_per_token(train_text), 3))
+        chars_per_token = round(tok.chars_per_token(train_text), 3)
+        if args.init_char:
+            model = init_from_char(args.init_char, tok, args.layers, chars_per_token)
+        else:
+            d = args.d_model
+            model = NanoOCR(NanoConfig(
+                enc_dim=d, d_model=d, n_layers=args.layers, enc_layers=args.enc_layers, n_heads=max(1, d // 32),
+                mlp_hidden=int(d * 8 / 3) // 32 * 32, vocab_size=tok.vocab_size, chars_per_token=chars_per_token,
+            ))
         model.cfg.kind = args.kind
     else:
-        raise SystemExit("error: give --init DIR, or --init-char DIR with --tokenizer FILE")
+        raise SystemExit("error: give --init DIR, or --tokenizer FILE (with --init-char DIR to start from the character pair)")
     tables = char_tables(tok)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
@@ -213,7 +169,7 @@ def main(argv=None) -> None:
     if ckpt.exists():
         meta = load_checkpoint(ckpt, model, opt)
         step = meta["step"]
-        rng.setstate(_tuple_state(meta["py_rng"]))
+        rng.setstate(rng_from_list(meta["py_rng"]))
         gen.set_state(torch.tensor(meta["torch_rng"], dtype=torch.uint8))
         log(f"resumed from {ckpt} at step {step}")
     log(f"kind={args.kind} params={count_m(model)}M config={json.dumps(model.cfg.to_dict())} args={vars(args)}")
@@ -256,7 +212,7 @@ def main(argv=None) -> None:
             log(f"eval step {step} " + " ".join(f"{k} {v:.4f}" for k, v in ev.items()))
             log.record({"step": step, "eval": ev, "time": time.time()})
         if step % args.checkpoint_every == 0 or step == args.steps:
-            meta = {"step": step, "py_rng": _list_state(rng.getstate()), "torch_rng": gen.get_state().tolist()}
+            meta = {"step": step, "py_rng": rng_to_list(rng.getstate()), "torch_rng": gen.get_state().tolist()}
             save_checkpoint(ckpt, model, opt, meta)
             save_model(model, args.out, tokenizer_path)
     log(f"done: {step} steps; weights in {args.out}")
@@ -272,14 +228,6 @@ def make_pool(args, rng: random.Random, log) -> RegionPool:
     if cache:
         pool.save(cache)
     return pool
-
-
-def _list_state(state):
-    return [state[0], list(state[1]), state[2]]
-
-
-def _tuple_state(state):
-    return (state[0], tuple(state[1]), state[2])
 
 
 if __name__ == "__main__":

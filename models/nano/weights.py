@@ -15,15 +15,20 @@ from models.nano.tokenizer import SubwordTokenizer
 from mudiff_viz.core.errors import ModelLoadError
 
 
-def save_model(model: NanoOCR, out_dir: Path, tokenizer: Path, dtype: torch.dtype = torch.float32) -> None:
+def save_weights(model: torch.nn.Module, config: dict, out_dir: Path, dtype: torch.dtype = torch.float32) -> None:
+    """``model.safetensors`` (written to a temporary name, then moved: never half a file) and ``config.json``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}
     tmp = out_dir / "model.safetensors.tmp"
     save_file(tensors, str(tmp), metadata={"format": "pt"})
     tmp.replace(out_dir / "model.safetensors")
-    (out_dir / "config.json").write_text(json.dumps({"model_type": "nano", **model.cfg.to_dict()}, indent=2) + "\n")
-    if Path(tokenizer).resolve() != (out_dir / "tokenizer.json").resolve():
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+
+
+def save_model(model: NanoOCR, out_dir: Path, tokenizer: Path, dtype: torch.dtype = torch.float32) -> None:
+    save_weights(model, {"model_type": "nano", **model.cfg.to_dict()}, out_dir, dtype)
+    if Path(tokenizer).resolve() != (Path(out_dir) / "tokenizer.json").resolve():
         shutil.copyfile(tokenizer, out_dir / "tokenizer.json")
 
 

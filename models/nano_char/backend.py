@@ -12,12 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from models.base import Backend
+from models.nano.backend import TokenizedBackend
+from models.nano.cache import BatchCache
+from models.nano.model import count_m
 from models.nano.preprocess import LineCrop, collate, crop_line, ink_levels, reference_height, to_gray
-from models.nano_char.model import NanoOCR, count_m
-from models.nano_char.tokenizer import CharTokenizer
+from models.nano.tokenizer import CharTokenizer
+from models.nano_char.model import NanoOCR
 from models.nano_char.weights import load_model
 from mudiff_viz.core import align
 from mudiff_viz.core.types import Region
@@ -26,24 +27,14 @@ from mudiff_viz.inputs.regions import segment_lines
 
 @dataclass
 class NanoContext:
-    """The batch's KV cache, kept compact: cache row i holds region ``alive[i]``.
-
-    Rows that finish are dropped the next time the cache is written for the others, so the common
-    case (every live row addressed) attends over plain slices: no gather, no concatenation.
-    """
-
-    k: list[torch.Tensor]  # per layer (B_alive, H, capacity, D)
-    v: list[torch.Tensor]
-    key_mask: torch.Tensor  # (B_alive, capacity) True where a key is real
-    length: int  # filled positions (same for all rows)
+    cache: BatchCache
     first_logits: torch.Tensor  # (B, V) from the prefill (<bos> position)
     crops: list[LineCrop]
     ctc_paths: list[list[tuple[int, int]]]  # per row: (token id, line-image x) of the CTC greedy path
-    prompt_len: int = 0  # cache slots of [visual ; <bos>]; answer position k lives at slot prompt_len + k
-    alive: list[int] | None = None  # region index of each cache row
+    prompt_len: int  # cache slots of [visual ; <bos>]; answer position k lives at slot prompt_len + k
 
 
-class NanoCharBackend(Backend):
+class NanoCharBackend(TokenizedBackend):
     """One nano twin (``kind`` 'diffusion' or 'ar'); implements both decoder protocols."""
 
     batches_regions = True  # all lines of a page decode as one batch
@@ -74,12 +65,6 @@ class NanoCharBackend(Backend):
 
     # ---- protocol --------------------------------------------------------------------------------
 
-    def token_text(self, token_id: int) -> str:
-        return self.tok.token_text(token_id)
-
-    def detokenize(self, ids) -> str:
-        return self.tok.decode(ids)
-
     @torch.inference_mode()
     def encode(self, page, regions: list[Region], block_length: int | None = None) -> NanoContext:
         gray = to_gray(page.image)
@@ -95,17 +80,7 @@ class NanoCharBackend(Backend):
         visual = self.model.encode(images, widths)
         enc, enc_len = visual.enc, visual.enc_len
         logits, kv, key_mask = self.model.prefill(visual, self.tok.bos_id)
-        b, p1 = key_mask.shape
-        capacity = p1 + 128
-        ks, vs = [], []
-        for k, v in kv:
-            kk = k.new_zeros(b, k.shape[1], capacity, k.shape[3])
-            vv = v.new_zeros(b, v.shape[1], capacity, v.shape[3])
-            kk[:, :, :p1], vv[:, :, :p1] = k, v
-            ks.append(kk)
-            vs.append(vv)
-        mask = torch.zeros(b, capacity, dtype=torch.bool, device=self.device)
-        mask[:, :p1] = key_mask
+        cache = BatchCache.from_prefill(kv, key_mask)
         best = self.model.ctc_head(enc).argmax(-1).cpu().tolist()
         paths = []
         for row, n in zip(best, enc_len.cpu().tolist()):
@@ -115,51 +90,12 @@ class NanoCharBackend(Backend):
                     path.append((tok, 4 * t + 2))
                 prev = tok
             paths.append(path)
-        return NanoContext(ks, vs, mask, p1, logits, crops, paths, prompt_len=p1, alive=list(range(b)))
-
-    def _ensure(self, ctx: NanoContext, extra: int) -> None:
-        cap = ctx.key_mask.shape[1]
-        if ctx.length + extra <= cap:
-            return
-        grow = max(extra, cap)
-        ctx.k = [F.pad(k, (0, 0, 0, grow)) for k in ctx.k]
-        ctx.v = [F.pad(v, (0, 0, 0, grow)) for v in ctx.v]
-        ctx.key_mask = F.pad(ctx.key_mask, (0, grow))
-
-    @staticmethod
-    def _compact(ctx: NanoContext, rows: list[int]) -> None:
-        """Keep only the cache rows of ``rows`` (the others have finished for good)."""
-        keep = torch.tensor([ctx.alive.index(r) for r in rows], device=ctx.key_mask.device)
-        ctx.k = [k.index_select(0, keep) for k in ctx.k]
-        ctx.v = [v.index_select(0, keep) for v in ctx.v]
-        ctx.key_mask = ctx.key_mask.index_select(0, keep)
-        ctx.alive = list(rows)
+        return NanoContext(cache, logits, crops, paths, prompt_len=cache.length)
 
     def _forward(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor, store: bool, causal: bool):
-        n = tokens.shape[1]
-        t = ctx.length
-        want = rows.tolist()
-        self._ensure(ctx, n)
-        if store and want != ctx.alive:
-            self._compact(ctx, want)  # a store for fewer rows: the others stopped
-        if want == ctx.alive:  # every live row: attend over the cache in place
-            bufs = [(k, v, t) for k, v in zip(ctx.k, ctx.v)]
-            key_mask = ctx.key_mask[:, :t]
-        else:  # a subset (rows whose block finished early sit out): gather them once
-            idx = torch.tensor([ctx.alive.index(r) for r in want], device=self.device)
-            bufs = [(k.index_select(0, idx)[:, :, : t + n], v.index_select(0, idx)[:, :, : t + n], t)
-                    for k, v in zip(ctx.k, ctx.v)]
-            key_mask = ctx.key_mask.index_select(0, idx)[:, :t]
-        inner = torch.ones(n, n, dtype=torch.bool, device=self.device)
-        if causal:
-            inner = torch.tril(inner)
-        mask = torch.cat([key_mask[:, None, :].expand(-1, n, -1), inner.expand(len(want), -1, -1)], dim=2)
-        positions = torch.arange(t - ctx.prompt_len, t - ctx.prompt_len + n, device=self.device, dtype=torch.float32)
-        hidden, _ = self.model.run_layers(self.model.embed(tokens), positions, mask[:, None], bufs)
-        if store:  # the keys/values were written into slots t..t+n in place: make them count
-            ctx.key_mask[:, t : t + n] = True
-            ctx.length += n
-        return self.model.logits(hidden)
+        start = ctx.cache.length - ctx.prompt_len  # answer position k sits at rotary position k
+        positions = torch.arange(start, start + tokens.shape[1], device=self.device, dtype=torch.float32)
+        return ctx.cache.forward(self.model, tokens, rows, positions, store, causal)
 
     # diffusion
     def block_logits(self, ctx: NanoContext, block: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:

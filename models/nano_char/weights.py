@@ -6,20 +6,15 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
+from models.nano.weights import save_weights
 from models.nano_char.model import NanoConfig, NanoOCR
 from mudiff_viz.core.errors import ModelLoadError
 
 
 def save_model(model: NanoOCR, out_dir: Path, dtype: torch.dtype = torch.float32) -> None:
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}
-    tmp = out_dir / "model.safetensors.tmp"
-    save_file(tensors, str(tmp), metadata={"format": "pt"})
-    tmp.replace(out_dir / "model.safetensors")
-    (out_dir / "config.json").write_text(json.dumps(model.cfg.to_dict(), indent=2) + "\n")
+    save_weights(model, model.cfg.to_dict(), out_dir, dtype)
 
 
 def load_model(model_dir: Path, dtype: torch.dtype = torch.float32) -> NanoOCR:

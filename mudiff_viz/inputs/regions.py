@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-
 Box = tuple[float, float, float, float]
 
 

@@ -1,0 +1,79 @@
+"""The batched KV cache both nano backends decode with: every row (region) at the same length.
+
+Keys/values are written in place (no concatenation per step). Rows that finish are dropped the next
+time the cache is written for the others, so the common case (every live row addressed) attends
+over plain slices: no gather, no copy. Row i of the cache holds region ``alive[i]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class BatchCache:
+    k: list[torch.Tensor]  # per layer (B_alive, H, capacity, D)
+    v: list[torch.Tensor]
+    key_mask: torch.Tensor  # (B_alive, capacity) True where a key is real
+    length: int  # filled slots (the same for every row)
+    alive: list[int]  # region index of each cache row
+
+    @classmethod
+    def from_prefill(cls, kv: list[tuple[torch.Tensor, torch.Tensor]], key_mask: torch.Tensor, headroom: int = 128) -> "BatchCache":
+        """The prompt's keys/values (per layer (B, H, P, D)) in buffers with room for ``headroom`` more."""
+        b, p = key_mask.shape
+        ks, vs = [], []
+        for k, v in kv:
+            kk, vv = k.new_zeros(b, k.shape[1], p + headroom, k.shape[3]), v.new_zeros(b, v.shape[1], p + headroom, v.shape[3])
+            kk[:, :, :p], vv[:, :, :p] = k, v
+            ks.append(kk)
+            vs.append(vv)
+        mask = torch.zeros(b, p + headroom, dtype=torch.bool, device=key_mask.device)
+        mask[:, :p] = key_mask
+        return cls(ks, vs, mask, p, list(range(b)))
+
+    def _ensure(self, extra: int) -> None:
+        cap = self.key_mask.shape[1]
+        if self.length + extra <= cap:
+            return
+        grow = max(extra, cap)
+        self.k = [F.pad(k, (0, 0, 0, grow)) for k in self.k]
+        self.v = [F.pad(v, (0, 0, 0, grow)) for v in self.v]
+        self.key_mask = F.pad(self.key_mask, (0, grow))
+
+    def _compact(self, rows: list[int]) -> None:
+        """Keep only the cache rows of ``rows`` (the others have finished for good)."""
+        keep = torch.tensor([self.alive.index(r) for r in rows], device=self.key_mask.device)
+        self.k = [k.index_select(0, keep) for k in self.k]
+        self.v = [v.index_select(0, keep) for v in self.v]
+        self.key_mask = self.key_mask.index_select(0, keep)
+        self.alive = list(rows)
+
+    def forward(self, model, tokens: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor, store: bool,
+                causal: bool) -> torch.Tensor:
+        """Logits of ``tokens`` (b, n) for the regions ``rows``, attending to their cache and to the
+        tokens themselves (causally or not); ``store`` keeps their keys/values."""
+        n, t, want = tokens.shape[1], self.length, rows.tolist()
+        self._ensure(n)
+        if store and want != self.alive:
+            self._compact(want)  # a store for fewer rows: the others stopped
+        if want == self.alive:  # every live row: attend over the cache in place
+            bufs = [(k, v, t) for k, v in zip(self.k, self.v)]
+            key_mask = self.key_mask[:, :t]
+        else:  # a subset (rows whose block finished early sit out): gather them once
+            idx = torch.tensor([self.alive.index(r) for r in want], device=tokens.device)
+            bufs = [(k.index_select(0, idx)[:, :, : t + n], v.index_select(0, idx)[:, :, : t + n], t)
+                    for k, v in zip(self.k, self.v)]
+            key_mask = self.key_mask.index_select(0, idx)[:, :t]
+        inner = torch.ones(n, n, dtype=torch.bool, device=tokens.device)
+        if causal:
+            inner = torch.tril(inner)
+        mask = torch.cat([key_mask[:, None, :].expand(-1, n, -1), inner.expand(len(want), -1, -1)], dim=2)
+        hidden, _ = model.run_layers(model.embed(tokens), positions, mask[:, None], bufs)
+        if store:  # the keys/values were written into slots t..t+n in place: make them count
+            self.key_mask[:, t : t + n] = True
+            self.length += n
+        return model.logits(hidden)
