@@ -109,7 +109,7 @@ def shot_how(pg, out: Path) -> None:
 
 def shot_offline(browser, out: Path) -> None:
     from mudiff_viz.core.trace import Trace
-    from mudiff_viz.inputs.page_lookup import page_for_trace
+    from mudiff_viz.probes.replay import page_for_trace
     from mudiff_viz.views.export import standalone_html
     from mudiff_viz.views.page_image import image_data_url
 

@@ -58,7 +58,7 @@ def cmd_decode(args) -> int:
 
 def cmd_view(args) -> int:
     from mudiff_viz.core.trace import Trace, check_invariants
-    from mudiff_viz.inputs.page_lookup import page_for_trace
+    from mudiff_viz.probes.replay import page_for_trace
     from mudiff_viz.views.export import standalone_html
     from mudiff_viz.views.page_image import image_data_url
 

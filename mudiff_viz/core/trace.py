@@ -56,10 +56,14 @@ class ModelRecord:
 
 @dataclass
 class Occlusion:
-    """A word blanked on the page (the occlusion probe): its page box and the text it hid."""
+    """A word blanked on the page (the occlusion probe): its page box and the text it hid, and where
+    that text sits in the ground truth: region index and character span [start, end) of its gt_text."""
 
     box: list[float]
     text: str
+    region: int | None = None
+    start: int | None = None
+    end: int | None = None
 
 
 @dataclass

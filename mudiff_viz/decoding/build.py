@@ -6,9 +6,11 @@ decodes back to back (decoding/sequential.py), so both count forwards, tokens an
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mudiff_viz.core import align
 from mudiff_viz.core.metrics import cer
-from mudiff_viz.core.trace import ModelRecord, PageRecord, RegionRecord, TokenRecord, Trace, rnd
+from mudiff_viz.core.trace import ModelRecord, Occlusion, PageRecord, RegionRecord, TokenRecord, Trace, rnd
 
 
 def run_metrics(
@@ -45,8 +47,22 @@ def model_record(backend) -> ModelRecord:
                        exec_mode=backend.exec_mode)
 
 
-def page_record(page) -> PageRecord:
-    return PageRecord(**page.info())
+def page_record(page, regions=()) -> PageRecord:
+    """The trace's page record; each occluded word is located in the regions' ground truth."""
+    info = page.info()
+    occluded = [locate_occlusion(Occlusion(**o), regions) for o in info.pop("occluded", [])]
+    return PageRecord(**info, occluded=occluded)
+
+
+def locate_occlusion(occ: Occlusion, regions) -> Occlusion:
+    """The region and ground-truth character span whose character boxes' centres lie in the box."""
+    x0, y0, x1, y1 = occ.box
+    for ri, region in enumerate(regions):
+        inside = [i for i, (_, b) in enumerate(region.gt_chars or ())
+                  if x0 <= (b[0] + b[2]) / 2 <= x1 and y0 <= (b[1] + b[3]) / 2 <= y1]
+        if inside:
+            return replace(occ, region=ri, start=min(inside), end=max(inside) + 1)
+    return occ
 
 
 def joined_text(regions: list[RegionRecord]) -> tuple[str, str | None]:
@@ -93,6 +109,6 @@ def build_trace(run, ctx) -> Trace:
     metrics = run_metrics(records, run.seq_forwards, run.commit_passes, run.batched_forwards, wall, clock.prefill_s,
                           text, gt_text, run.truncated)
     return Trace(
-        decoder=run.decoder, model=model_record(backend), params=run.trace_params(), page=page_record(run.page),
+        decoder=run.decoder, model=model_record(backend), params=run.trace_params(), page=page_record(run.page, run.regions),
         text=text, metrics=metrics, regions=records, steps=run.recorder.steps, gt_text=gt_text, vocab=vocab,
     )

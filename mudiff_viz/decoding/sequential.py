@@ -72,12 +72,16 @@ def merge_traces(
     vocab: dict[str, str] = {}
     sums = dict.fromkeys(SUMMED, 0.0)
     clock_off, time_off = 0, 0.0
+    occluded = list(first.page.occluded)  # each part located the words of its own region (index 0)
     reasons = [truncated] if truncated else []
     for part in parts:
         if isinstance(part, RegionRecord):
             regions.append(part)
             continue
         region_off = len(regions)
+        for k, occ in enumerate(part.page.occluded[: len(occluded)]):
+            if occ.region is not None:
+                occluded[k] = replace(occ, region=occ.region + region_off)
         for s in part.steps:
             steps.append(replace(s, forward=s.forward + clock_off, region=s.region + region_off, time_s=rnd(s.time_s + time_off)))
         for r in part.regions:
@@ -101,6 +105,7 @@ def merge_traces(
     )
     params = {**first.params, "n_regions": len(regions), **(extra_params or {})}
     return Trace(
-        decoder=first.decoder, model=first.model, params=params, page=first.page, text=text, metrics=metrics,
+        decoder=first.decoder, model=first.model, params=params, page=replace(first.page, occluded=occluded), text=text,
+        metrics=metrics,
         regions=regions, steps=steps, gt_text=gt_text, vocab=vocab,
     )

@@ -54,6 +54,8 @@ class Page:
     sha256: str = ""
     lines: list[TextLine] | None = None  # text layer in page pixels; None: no text layer
     exif_orientation: int | None = None  # EXIF Orientation tag (1-8) the image was turned upright by
+    occluded: list[tuple[Box, str]] = field(default_factory=list)  # words blanked by the occlusion probe
+    probes: dict = field(default_factory=dict)  # what was done to the page (occlude, degrade, shuffle)
 
     @property
     def width(self) -> int:
@@ -81,6 +83,8 @@ class Page:
             "dpi": self.dpi,
             "sha256": self.sha256,
             "exif_orientation": self.exif_orientation,
+            "occluded": [{"box": [round(v, 1) for v in box], "text": text} for box, text in self.occluded],
+            "probes": self.probes,
         }
 
 

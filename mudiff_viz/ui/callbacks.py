@@ -19,8 +19,8 @@ import gradio as gr
 from mudiff_viz.core.errors import ModelLoadError, UserInputError
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.pipeline import decode_page, make_params
-from mudiff_viz.inputs.page_lookup import page_for_trace
 from mudiff_viz.inputs.pages import load_page
+from mudiff_viz.probes.replay import page_for_trace
 from mudiff_viz.ui import models
 from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu
 from mudiff_viz.ui.slot import model_slot

@@ -15,10 +15,10 @@ import gradio as gr
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import current as current_limits
 from mudiff_viz.decoding.pipeline import make_params
-from mudiff_viz.inputs.page_lookup import file_sha256, find_source
 from mudiff_viz.inputs.pages import load_page, read_source
 from mudiff_viz.probes.bench import bench_pages_from_paths, run_shuffle_benchmark, summary_lines, write_outputs
 from mudiff_viz.probes.pairs import DECODERS, ShufflePages, decode_grid, score_grid, shuffle_pages
+from mudiff_viz.probes.replay import file_sha256, find_source
 from mudiff_viz.ui import models
 from mudiff_viz.ui.callbacks import _outdir, _path, _stem, _write_trace, knobs_dict, sample_paths, user_errors
 from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu

@@ -5,6 +5,7 @@ it may call any layer (rendering from inputs, the shuffle from probes).
 Usage (internal):
   python -m mudiff_viz.workers.pdf render PAGE_INDEX DPI < file.pdf      -> header + PNG
   python -m mudiff_viz.workers.pdf shuffle LEVEL SEED PAGES RERENDER < file.pdf  -> header + PDF
+  python -m mudiff_viz.workers.pdf occlude PAGE_INDEX X0,Y0,X1,Y1,... < file.pdf    -> header + PDF
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits
 from mudiff_viz.inputs.pdf import render_in_process
+from mudiff_viz.probes.perturb import redact_rects
 from mudiff_viz.probes.shuffle import shuffle_pdf
 
 
@@ -49,7 +51,13 @@ def shuffle(args: list[str], data: bytes, limits: Limits) -> tuple[dict, bytes]:
     return meta, result.data
 
 
-TASKS = {"render": render, "shuffle": shuffle}
+def occlude(args: list[str], data: bytes, limits: Limits) -> tuple[dict, bytes]:
+    values = [] if args[1] == "-" else [float(v) for v in args[1].split(",")]
+    rects = [values[i : i + 4] for i in range(0, len(values), 4)]
+    return {}, redact_rects(data, int(args[0]), rects, limits)
+
+
+TASKS = {"render": render, "shuffle": shuffle, "occlude": occlude}
 
 
 def main() -> int:
