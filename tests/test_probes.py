@@ -194,3 +194,48 @@ def test_a_perturbed_sample_replays_on_the_same_pixels():
     record = page_record(perturbed)
     again = page_for_trace(record)
     assert again is not None and np.array_equal(np.asarray(again), np.asarray(perturbed.image))
+
+
+def test_benchmark_grid_reports_recovery_apart_from_cer(tmp_path, capsys):
+    """shuffle-bench over levels x occlusion x degradation: a row per cell and decoder; occlusion
+    rows carry recovery and CER on the rest; the grid summary has seed ranges."""
+    import torch
+
+    from mudiff_viz.cli.main import main
+
+    torch.set_num_threads(1)
+    doc = synth.documents("test")[7]
+    src = tmp_path / "page.pdf"
+    src.write_bytes(synth.make_page(doc.paragraphs[:1], synth.PageStyle(font="courier", size=12)).pdf)
+    out = tmp_path / "bench"
+    code = main(["shuffle-bench", str(src), "--levels", "0,1", "--occlude", "0,0.2", "--degrade", "dpi=100",
+                 "--seeds", "2", "--model", "nano-char", "--out", str(out)])
+    assert code == 0
+    rows = json.loads((out / "results.json").read_text())
+    cells = {(r["decoder"], r["level"], r["occlusion"], r["degrade"]) for r in rows}
+    assert len(cells) == 2 * 2 * 2 * 2 and len(rows) == 2 * len(cells)
+    for r in rows:
+        if r["occlusion"]:
+            assert r["occluded_words"] > 0 and 0 <= r["recovery_rate"] <= 1 and r["cer_rest"] is not None
+        else:
+            assert r["occluded_words"] is None
+    summary = json.loads((out / "summary.json").read_text())
+    grid = summary["conditions"]
+    assert len(grid) == len(cells) and all(len(c["cer_seed_range"]) == 2 for c in grid)
+    assert "occluded words recovered" in (out / "conditions.md").read_text()
+    assert "| diffusion | 1 | 0.2 | dpi=100 |" in capsys.readouterr().out
+
+
+def test_decode_cli_occludes_and_degrades(tmp_path):
+    from mudiff_viz.cli.main import main
+    from mudiff_viz.core.trace import Trace
+    from mudiff_viz.probes.replay import SAMPLES
+
+    out = tmp_path / "t.json"
+    code = main(["decode", str(SAMPLES / "courier-short.pdf"), "--model", "nano-char", "--occlude-words", "0,4",
+                 "--degrade", "dpi=100,noise=4", "--probe-seed", "3", "--out", str(out), "--quiet"])
+    assert code == 0
+    trace = Trace.load(out)
+    assert [o.region is not None for o in trace.page.occluded] == [True, True]
+    assert trace.page.probes["occlude"]["kind"] == "pdf-redaction" and trace.page.probes["degrade"]["dpi"] == 100
+    assert main(["decode", str(SAMPLES / "courier-short.pdf"), "--occlude", "2", "--out", str(out)]) == 2

@@ -63,3 +63,22 @@ def summary_line(trace) -> str:
     if "truncated" in m:
         parts.append(f"TRUNCATED ({m['truncated']})")
     return " ".join(parts)
+
+
+def order_line(trace) -> str | None:
+    """Decoding order in one line (block-wise traces with recorded steps), plus occlusion recovery."""
+    from mudiff_viz.core.order import order_summary
+
+    s = order_summary([trace])
+    if not s["tokens"]:
+        return None
+    fmt = lambda v, pct=True: "-" if v is None else (f"{100 * v:.1f}%" if pct else f"{v:.2f}")  # noqa: E731
+    parts = [f"order: first-step commits {fmt(s['first_step_share'])}",
+             f"step vs position rho={fmt(s['step_vs_position'], False)}",
+             f"step vs confidence rho={fmt(s['step_vs_confidence'], False)}"]
+    if s["occluded_words"]:
+        parts += [f"occluded words recovered {s['recovered_words']}/{s['occluded_words']}",
+                  f"CER on the rest {fmt(s['cer_rest'])}",
+                  f"occluded tokens at their block's last step {fmt(s['occluded_last_step_share'])} "
+                  f"(others {fmt(s['other_last_step_share'])})"]
+    return " · ".join(parts)

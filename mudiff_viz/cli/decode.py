@@ -8,7 +8,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from mudiff_viz.cli.common import EXIT_OK, add_knob_flags, add_limit_flags, knobs_from, limits_from, summary_line
+from mudiff_viz.cli.common import (
+    EXIT_OK,
+    add_knob_flags,
+    add_limit_flags,
+    knobs_from,
+    limits_from,
+    order_line,
+    summary_line,
+)
 from mudiff_viz.decoding.decoders import DECODERS
 
 
@@ -24,6 +32,11 @@ def register(sub) -> None:
                    help="wording of the layout prompt in --mode layout: 'Layout Detection' (default) or 'Layout Analysis' "
                         "(the release uses both; docs/real-models.md)")
     d.add_argument("--dpi", type=float, default=150, help="rasterising DPI for PDFs")
+    d.add_argument("--occlude", type=float, metavar="FRACTION",
+                   help="blank this fraction of the page's words (seeded by --probe-seed; PDFs: the words are redacted)")
+    d.add_argument("--occlude-words", metavar="I,J,...", help="blank these words (indices in reading order)")
+    d.add_argument("--degrade", metavar="SPEC", help="a worse scan: dpi=72,blur=1,noise=8,jpeg=30,rotate=1.5 (any of them)")
+    d.add_argument("--probe-seed", type=int, default=0, help="seed of --occlude and --degrade")
     add_knob_flags(d)
     add_limit_flags(d)
     d.add_argument("--no-record", action="store_true", help="do not record per-step candidates (faster)")
@@ -40,11 +53,10 @@ def register(sub) -> None:
 
 def cmd_decode(args) -> int:
     from mudiff_viz.decoding.pipeline import decode_page, make_params
-    from mudiff_viz.inputs.pages import load_page
 
     limits = limits_from(args)
-    page = load_page(args.input, page_index=args.page, dpi=args.dpi, limits=limits)
     params = make_params(limits, **knobs_from(args))
+    page = probed_page(args, limits)
     if args.no_record:
         params.record = False
     trace = decode_page(page, model=args.model, decoder=args.decoder, params=params, mode=args.mode,
@@ -56,6 +68,32 @@ def cmd_decode(args) -> int:
     return EXIT_OK
 
 
+def probed_page(args, limits):
+    """The page to decode: loaded, then occluded and degraded when asked (in that order)."""
+    from mudiff_viz.core.errors import UserInputError
+    from mudiff_viz.inputs.pages import load_page, read_source, sniff_kind
+    from mudiff_viz.probes.perturb import degrade, occlude, occlude_pdf, parse_degrade
+
+    words = None
+    if args.occlude_words:
+        try:
+            words = [int(w) for w in args.occlude_words.split(",") if w.strip()]
+        except ValueError:
+            raise UserInputError(f"--occlude-words takes comma-separated word indices, got {args.occlude_words!r}") from None
+    degradation = parse_degrade(args.degrade) if args.degrade else None  # bad knobs fail before any work
+    if (words is not None or args.occlude is not None) and sniff_kind(read_source(args.input, limits)[0]) == "pdf":
+        data, name = read_source(args.input, limits)
+        page = occlude_pdf(data, args.page, words=words, fraction=args.occlude if words is None else None,
+                           seed=args.probe_seed, dpi=args.dpi, limits=limits, source=name).page
+    else:
+        page = load_page(args.input, page_index=args.page, dpi=args.dpi, limits=limits)
+        if words is not None or args.occlude is not None:
+            page = occlude(page, words=words, fraction=args.occlude if words is None else None, seed=args.probe_seed).page
+    if degradation:
+        page = degrade(page, seed=args.probe_seed, **degradation).page
+    return page
+
+
 def cmd_view(args) -> int:
     from mudiff_viz.core.trace import Trace, check_invariants
     from mudiff_viz.probes.replay import page_for_trace
@@ -65,6 +103,9 @@ def cmd_view(args) -> int:
     trace = Trace.load(args.trace)
     problems = check_invariants(trace)
     print(summary_line(trace))
+    order = order_line(trace)
+    if order:
+        print(order)
     if args.text:
         print(trace.text)
     if problems:

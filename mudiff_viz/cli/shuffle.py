@@ -34,7 +34,7 @@ def register(sub) -> None:
     add_limit_flags(s)
     s.set_defaults(func=cmd_shuffle)
 
-    b = sub.add_parser("shuffle-bench", help="CER of both decoders on original vs shuffled pages")
+    b = sub.add_parser("shuffle-bench", help="CER of both decoders on original vs shuffled (occluded, degraded) pages")
     b.add_argument("inputs", nargs="+", help="PDFs with a text layer, or images with a sidecar .txt")
     b.add_argument("--levels", default="0,0.25,0.5,1", help="comma-separated shuffle levels (default 0,0.25,0.5,1)")
     b.add_argument("--seeds", type=int, default=3, help="number of seeds (0..N-1)")
@@ -42,6 +42,9 @@ def register(sub) -> None:
     b.add_argument("--decoders", default="diffusion,ar", help="comma-separated: diffusion, ar")
     b.add_argument("--page", type=int, default=0, help="page index of PDF inputs")
     b.add_argument("--dpi", type=float, default=150)
+    b.add_argument("--occlude", default="0", help="comma-separated occluded word fractions, e.g. 0,0.1,0.2 (default 0)")
+    b.add_argument("--degrade", action="append", default=[],
+                   help="a degradation to add to the grid, e.g. dpi=72,blur=1 (repeat for several; 'none' is always in)")
     b.add_argument("--out", required=True, help="output directory")
     add_limit_flags(b)
     b.set_defaults(func=cmd_shuffle_bench)
@@ -101,11 +104,13 @@ def cmd_shuffle(args) -> int:
 def cmd_shuffle_bench(args) -> int:
     from mudiff_viz.probes.bench import (
         bench_pages_from_paths,
+        condition_markdown,
         parse_levels,
         run_shuffle_benchmark,
         summary_lines,
         write_outputs,
     )
+    from mudiff_viz.probes.perturb import parse_degrade, parse_fractions
 
     limits = limits_from(args)
     levels = parse_levels(args.levels)
@@ -119,10 +124,15 @@ def cmd_shuffle_bench(args) -> int:
     def progress(done: int, total: int, message: str) -> None:
         print(f"[{done}/{total}] {message}", file=sys.stderr, flush=True)
 
+    occlusions = parse_fractions(args.occlude)
+    degradations = [{}] + [parse_degrade(spec) for spec in args.degrade if spec.strip() != "none"]
     result = run_shuffle_benchmark(pages, levels, args.seeds, model=args.model, progress=progress,
-                                   decoders=decoders, dpi=args.dpi, limits=limits)
+                                   decoders=decoders, dpi=args.dpi, limits=limits, occlusions=occlusions,
+                                   degradations=degradations)
     paths = write_outputs(result, args.out)
     for line in summary_lines(result.summary):
         print(line)
+    if len(result.conditions) > len(result.summary) * len(levels):
+        print(condition_markdown(result.conditions))
     print(f"wrote {', '.join(str(p) for p in paths.values())}")
     return 0

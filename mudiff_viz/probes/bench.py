@@ -1,9 +1,12 @@
-"""Semantic Shuffle benchmark: decode original and shuffled pages with both decoders, score them.
+"""The probe benchmark: decode original and perturbed pages with both decoders, score them.
 
-For every page, seed and level the page is shuffled (level 0 goes through the same re-render as a
-control), both decoders run on it, and one row per decoder records CER against the shuffled ground
-truth, cost (tokens, NFE, wall time), mean token confidence and how many erroneous tokens were
-"confidently wrong". Identical shuffled pages (level 0 under every seed) are decoded once.
+Axes: Semantic Shuffle level x occluded fraction x degradation x seed. For every page and cell the
+page is shuffled (level 0 goes through the same re-render as a control), then words are occluded
+(seeded), then the page is degraded (seeded); both decoders run on it, and one row per decoder
+records CER against the (shuffled) ground truth, cost (tokens, NFE, wall time), mean token
+confidence, how many erroneous tokens were "confidently wrong", and with occlusion the words
+recovered, the CER on the rest of the text and the decoding-order statistics of docs/probes.md.
+Identical pages (level 0 under every seed, with nothing else applied) are decoded once.
 """
 
 from __future__ import annotations
@@ -21,15 +24,19 @@ from rapidfuzz.distance import Levenshtein
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits, current
 from mudiff_viz.core.metrics import CONFIDENT, cer
+from mudiff_viz.core.order import order_summary
 from mudiff_viz.decoding.pipeline import decode_page, make_params
 from mudiff_viz.inputs.pages import read_source, sniff_kind
+from mudiff_viz.probes.perturb import degrade, occlude
 from mudiff_viz.probes.shuffle import check_level, shuffle_page
 from mudiff_viz.views.labels import decoder_colour
 
 ROW_FIELDS = [
-    "page", "level", "seed", "decoder", "cer", "tokens", "nfe", "wall_s", "mean_confidence",
-    "error_tokens", "confident_error_tokens", "gt_chars", "model", "reused",
+    "page", "level", "occlusion", "degrade", "seed", "decoder", "cer", "tokens", "nfe", "wall_s", "mean_confidence",
+    "error_tokens", "confident_error_tokens", "gt_chars", "occluded_words", "recovered_words", "recovery_rate",
+    "cer_rest", "first_step_share", "occluded_last_step_share", "other_last_step_share", "model", "reused",
 ]
+CLEAN = "none"  # the name of "no degradation"
 
 Progress = Callable[[int, int, str], None]
 
@@ -49,7 +56,8 @@ class BenchPage:
 class BenchResult:
     rows: list[dict]
     figure: object  # plotly Figure
-    summary: dict = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)  # per decoder: the shuffle axis (no occlusion, no degradation)
+    conditions: list[dict] = field(default_factory=list)  # per decoder and cell of the grid (condition_table)
 
 
 def bench_pages_from_paths(
@@ -137,9 +145,11 @@ def token_errors(trace, gt: str, threshold: float = CONFIDENT) -> tuple[int, int
 
 
 def score_row(trace, gt: str) -> dict:
-    """The measured part of a row: CER against ``gt`` and the trace's costs and confidences."""
+    """The measured part of a row: CER against ``gt``, the trace's costs and confidences, and (with
+    occluded words) recovery, CER on the rest and the order statistics."""
     confs = [t.confidence for r in trace.regions for t in r.tokens if not t.stop]
     n_err, n_conf = token_errors(trace, gt)
+    order = order_summary([trace]) if trace.page.occluded else {}
     return {
         "cer": round(cer(trace.text, gt), 5),
         "tokens": int(trace.metrics.get("tokens", 0)),
@@ -149,10 +159,16 @@ def score_row(trace, gt: str) -> dict:
         "error_tokens": n_err,
         "confident_error_tokens": n_conf,
         "gt_chars": len(gt),
+        **{k: order.get(k) for k in ("occluded_words", "recovered_words", "recovery_rate", "cer_rest",
+                                     "first_step_share", "occluded_last_step_share", "other_last_step_share")},
     }
 
 
 # ---- the run ----------------------------------------------------------------------------------
+
+
+def degrade_name(spec: dict) -> str:
+    return ",".join(f"{k}={v:g}" for k, v in spec.items()) or CLEAN
 
 
 def run_shuffle_benchmark(
@@ -165,20 +181,24 @@ def run_shuffle_benchmark(
     dpi: float = 150,
     limits: Limits | None = None,
     knobs: dict | None = None,
+    occlusions: Sequence[float] = (0.0,),
+    degradations: Sequence[dict] = ({},),
 ) -> BenchResult:
-    """Shuffle every page at every level under every seed, decode with each decoder, score.
+    """Every page at every shuffle level x occluded fraction x degradation, under every seed,
+    decoded by each decoder and scored.
 
     ``seeds`` is a count (seeds 0..N-1) or explicit seeds. ``model`` is one spec for both decoders
-    or ``diffusion=SPEC,ar=SPEC``. ``progress(done, total, message)`` is called after each decode.
+    or ``diffusion=SPEC,ar=SPEC``. ``degradations``: knob dicts for :func:`degrade` ({} = none).
+    ``progress(done, total, message)`` is called after each decode.
     """
-
     limits = limits or current()
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     levels = sorted({check_level(v) for v in levels})
+    occlusions = sorted(set(occlusions))
     specs = parse_models(model, decoders)
     if not pages or not seed_list:
         raise UserInputError("the benchmark needs at least one page and one seed")
-    total = len(pages) * len(seed_list) * len(levels) * len(decoders)
+    total = len(pages) * len(seed_list) * len(levels) * len(occlusions) * len(degradations) * len(decoders)
     rows: list[dict] = []
     done_cache: dict[tuple[str, str], dict] = {}
     done = 0
@@ -189,26 +209,87 @@ def run_shuffle_benchmark(
                                   trusted=bp.trusted, rerender=True, limits=limits)
                 if sp.gt_text is None:
                     raise UserInputError(f"{bp.name}: ground truth unknown at level {level}: {sp.result.note}")
-                key = hashlib.sha256(sp.page.image.tobytes() + sp.gt_text.encode()).hexdigest()
-                for decoder in decoders:
-                    cached = done_cache.get((key, decoder))
-                    if cached is None:
-                        params = make_params(limits, **{**(knobs or {}), "record": False})
-                        trace = decode_page(sp.page, model=specs[decoder], decoder=decoder, params=params)
-                        cached = done_cache[(key, decoder)] = score_row(trace, sp.gt_text)
-                        reused = False
-                    else:
-                        reused = True
-                    rows.append({"page": bp.name, "level": level, "seed": seed, "decoder": decoder, **cached,
-                                 "model": specs[decoder], "reused": reused})
-                    done += 1
-                    if progress:
-                        msg = f"{bp.name} level {level:g} seed {seed} {decoder}: CER {cached['cer']:.3f}"
-                        progress(done, total, msg)
-    return BenchResult(rows=rows, figure=shuffle_figure(rows), summary=summarize(rows))
+                for fraction in occlusions:
+                    occluded = occlude(sp.page, fraction=fraction, seed=seed).page if fraction else sp.page
+                    for spec in degradations:
+                        page = degrade(occluded, seed=seed, **spec).page if spec else occluded
+                        key = hashlib.sha256(page.image.tobytes() + sp.gt_text.encode()).hexdigest()
+                        for decoder in decoders:
+                            cached = done_cache.get((key, decoder))
+                            if cached is None:
+                                params = make_params(limits, **{**(knobs or {}), "record": bool(fraction)})
+                                trace = decode_page(page, model=specs[decoder], decoder=decoder, params=params)
+                                cached = done_cache[(key, decoder)] = score_row(trace, sp.gt_text)
+                                reused = False
+                            else:
+                                reused = True
+                            rows.append({"page": bp.name, "level": level, "occlusion": fraction,
+                                         "degrade": degrade_name(spec), "seed": seed, "decoder": decoder, **cached,
+                                         "model": specs[decoder], "reused": reused})
+                            done += 1
+                            if progress:
+                                msg = (f"{bp.name} level {level:g} occlusion {fraction:g} {degrade_name(spec)} seed {seed} "
+                                       f"{decoder}: CER {cached['cer']:.3f}")
+                                progress(done, total, msg)
+    return BenchResult(rows=rows, figure=shuffle_figure(base_rows(rows)), summary=summarize(base_rows(rows)),
+                       conditions=condition_table(rows))
 
 
 # ---- summaries and the figure -----------------------------------------------------------------
+
+
+def base_rows(rows: list[dict]) -> list[dict]:
+    """The shuffle axis: rows with the lowest occlusion and no degradation (all rows if none)."""
+    if not rows:
+        return rows
+    low = min(r.get("occlusion", 0.0) for r in rows)
+    base = [r for r in rows if r.get("occlusion", 0.0) == low and r.get("degrade", CLEAN) == CLEAN]
+    return base or rows
+
+
+def _seed_stat(sel: list[dict], key: str) -> tuple[float | None, list[float] | None]:
+    """Mean over pages per seed, then the mean and min-max of those per-seed means."""
+    per_seed = []
+    for s in sorted({r["seed"] for r in sel}):
+        vals = [r[key] for r in sel if r["seed"] == s and r.get(key) is not None]
+        if vals:
+            per_seed.append(mean(vals))
+    if not per_seed:
+        return None, None
+    return round(mean(per_seed), 5), [round(min(per_seed), 5), round(max(per_seed), 5)]
+
+
+def condition_table(rows: list[dict]) -> list[dict]:
+    """One entry per decoder and grid cell (level, occlusion, degradation): CER and, with occlusion,
+    recovery, CER on the rest and the occluded tokens' last-step share, each as a mean over seeds
+    with its seed range (the spread that says whether a change is real)."""
+    cells = sorted({(r["decoder"], r["level"], r.get("occlusion", 0.0), r.get("degrade", CLEAN)) for r in rows},
+                   key=lambda c: (c[0] != "diffusion", c[0], c[1], c[2], c[3] != CLEAN, c[3]))
+    out = []
+    for decoder, level, occ, deg in cells:
+        sel = [r for r in rows if r["decoder"] == decoder and r["level"] == level and r.get("occlusion", 0.0) == occ
+               and r.get("degrade", CLEAN) == deg]
+        entry = {"decoder": decoder, "level": level, "occlusion": occ, "degrade": deg, "pages": len({r["page"] for r in sel}),
+                 "seeds": len({r["seed"] for r in sel})}
+        for key in ("cer", "recovery_rate", "cer_rest", "occluded_last_step_share", "first_step_share"):
+            entry[key], entry[f"{key}_seed_range"] = _seed_stat(sel, key)
+        out.append(entry)
+    return out
+
+
+def condition_markdown(conditions: list[dict]) -> str:
+    """The grid as a markdown table (percentages with their seed ranges)."""
+    def pct(v, rng):
+        return "–" if v is None else f"{100 * v:.2f}% [{100 * rng[0]:.2f}, {100 * rng[1]:.2f}]"
+
+    lines = ["| decoder | level | occluded | degradation | CER [seed range] | occluded words recovered | CER on the rest "
+             "| occluded tokens at the block's last step |", "|---|---|---|---|---|---|---|---|"]
+    for c in conditions:
+        lines.append(f"| {c['decoder']} | {c['level']:g} | {c['occlusion']:g} | {c['degrade']} | "
+                     f"{pct(c['cer'], c['cer_seed_range'])} | {pct(c['recovery_rate'], c['recovery_rate_seed_range'])} | "
+                     f"{pct(c['cer_rest'], c['cer_rest_seed_range'])} | "
+                     f"{pct(c['occluded_last_step_share'], c['occluded_last_step_share_seed_range'])} |")
+    return "\n".join(lines) + "\n"
 
 
 def _by(rows: list[dict], decoder: str, level: float) -> list[dict]:
@@ -305,10 +386,11 @@ def shuffle_figure(rows: list[dict]):
 
 
 def write_outputs(result: BenchResult, out_dir: str | Path) -> dict[str, Path]:
-    """results.json (the rows), results.csv, summary.json and an offline figure.html."""
+    """results.json (the rows), results.csv, summary.json (with the grid), conditions.md and an
+    offline figure.html."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {name: out / name for name in ("results.json", "results.csv", "summary.json", "figure.html")}
+    paths = {name: out / name for name in ("results.json", "results.csv", "summary.json", "conditions.md", "figure.html")}
     paths["results.json"].write_text(json.dumps(result.rows, indent=1), encoding="utf-8")
     with paths["results.csv"].open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=ROW_FIELDS, extrasaction="ignore")
@@ -316,6 +398,7 @@ def write_outputs(result: BenchResult, out_dir: str | Path) -> dict[str, Path]:
         writer.writerows(result.rows)
     summary = {d: {k: ({str(lv): v for lv, v in val.items()} if isinstance(val, dict) else val) for k, val in s.items()}
                for d, s in result.summary.items()}
-    paths["summary.json"].write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    paths["summary.json"].write_text(json.dumps({**summary, "conditions": result.conditions}, indent=1), encoding="utf-8")
+    paths["conditions.md"].write_text(condition_markdown(result.conditions), encoding="utf-8")
     result.figure.write_html(paths["figure.html"], include_plotlyjs=True, full_html=True)
     return paths

@@ -14,6 +14,7 @@ which the page carries into the trace (``page.occluded``, ``page.probes``).
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
 import random
@@ -115,7 +116,8 @@ def occlude(page: Page, words: list[int] | None = None, fraction: float | None =
 
 
 def occlude_pdf(data: bytes, page_index: int = 0, words: list[int] | None = None, fraction: float | None = None,
-                seed: int = 0, dpi: float = 150, limits: Limits | None = None, trusted: bool = False) -> Perturbed:
+                seed: int = 0, dpi: float = 150, limits: Limits | None = None, trusted: bool = False,
+                source: str = "page.pdf") -> Perturbed:
     """Redact the chosen words from a PDF page (text only: images and line art stay) and render it.
 
     Word indices refer to the original page's text-layer words in reading order; the returned page
@@ -125,8 +127,8 @@ def occlude_pdf(data: bytes, page_index: int = 0, words: list[int] | None = None
     original = render_pdf_page(data, page_index, dpi, limits, isolate=not trusted)
     if not original.lines:
         raise UserInputError("this PDF page has no text layer: occlude its rendered image instead")
-    page = Page(image=original.image, source="page.pdf", page_index=page_index, page_count=original.page_count,
-                dpi=original.dpi, lines=original.lines)
+    page = Page(image=original.image, source=source, page_index=page_index, page_count=original.page_count,
+                dpi=original.dpi, lines=original.lines, sha256=hashlib.sha256(data).hexdigest())
     all_words = page_words(page)
     chosen = choose_words(len(all_words), words, fraction, seed)
     scale = 72.0 / original.dpi  # page pixels -> PDF points
@@ -155,6 +157,18 @@ def redact_rects(data: bytes, page_index: int, rects: list[list[float]], limits:
             return doc.tobytes(garbage=3, deflate=True)
         finally:
             doc.close()
+
+
+def parse_fractions(text: str) -> list[float]:
+    """``"0,0.1,0.2"`` -> [0.0, 0.1, 0.2], each checked to lie in [0, 1]."""
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UserInputError(f"occlusion fractions must be comma-separated numbers, got {text!r}") from None
+    for v in values:
+        if not 0.0 <= v <= 1.0:
+            raise UserInputError(f"occlusion fraction must be in [0, 1], got {v:g}")
+    return sorted(set(values)) or [0.0]
 
 
 # ---- degradation -------------------------------------------------------------------------------
