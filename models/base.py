@@ -80,6 +80,12 @@ class Backend:
         """Forward the finished block for the given rows and append its keys/values to the cache."""
         raise NotImplementedError(f"{self.name} does not run the diffusion decoder")
 
+    def denoise_step(self, ctx: Any, block: torch.Tensor, rows: torch.Tensor, masked: torch.Tensor, scheduler: Any,
+                     step_index: int) -> Any:
+        """One denoising step: the block's logits and the scheduler's decision (a StepOutput).
+        Backends that run both as one captured graph override this; the default composes them."""
+        return scheduler.step(self.block_logits(ctx, block, rows), masked, step_index)
+
     # ---- autoregressive ------------------------------------------------------------------------------
 
     def first_logits(self, ctx: Any) -> torch.Tensor:

@@ -781,47 +781,32 @@ def test_layout_parser_skips_malformed_lines():
 
 
 def test_gpu_check_script_runs_tiny_on_cpu(tmp_path):
+    """Every path of the GPU check on tiny random models: eager and graph-ready forwards, the eager
+    and fused loops, one-token steps, the memory floor, parity at block 8 and 32, and MinerU2.5's
+    dynamic and static caches."""
     out = tmp_path / "gpu.json"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     res = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--tiny", "--blocks", "2", "--out", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--tiny", "--blocks", "2", "--repeats", "1",
+         "--ar-tokens", "12", "--out", str(out)],
+        cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=180,
     )
     assert res.returncode == 0, res.stderr
     report = json.loads(out.read_text())
-    assert report["device"] == "cpu" and report["tiny"] is True
-    for mode in ("record_on", "record_off"):
-        assert report[mode]["forwards"] > 0 and report[mode]["per_forward_ms"] > 0 and report[mode]["tokens_per_s"] > 0
-    assert "recording_overhead" in report
-    assert report["record_off"]["steps_recorded"] == 0 < report["record_on"]["steps_recorded"]
-    # threshold 0: each 32-token block in one forward plus its commit forward
-    assert report["diffusion_threshold_0"]["tokens"] == 64 and report["diffusion_threshold_0"]["forwards"] == 4
-    # block length 1: a guess forward and a commit forward per token
-    assert report["block_length_1"]["forwards"] == 2 * report["block_length_1"]["tokens"] == 128
-    assert report["speedup_ceiling_vs_ar"] > 0 and report["forward_cost_block32_vs_token"] > 0
-    assert report["cuda_graphs"] is None  # plain eager path on the CPU
-
-
-def test_gpu_check_static_path_agrees_with_eager(tmp_path):
-    """--static-path runs the forward CUDA graphs replay (eagerly, on the CPU) next to the eager
-    path: the GPU check's parity section must find the same logits."""
-    out = tmp_path / "gpu.json"
-    res = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--tiny", "--static-path", "--blocks", "1",
-         "--repeats", "1", "--out", str(out)],
-        cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)},
-        capture_output=True, text=True, timeout=120,
-    )
-    assert res.returncode == 0, res.stderr
-    graphs = json.loads(out.read_text())["cuda_graphs"]
-    assert graphs["captures"] == 0  # no CUDA: nothing captured, the static forward ran eagerly
-    assert graphs["parity"]["argmax_agreement"] == 1.0
-    assert graphs["parity"]["max_abs_logit_diff"] < 1e-3 * max(1.0, graphs["parity"]["max_abs_logit"])
-    assert graphs["eager"]["record_on"]["tokens"] == 32
+    assert report["device"] == "cpu" and report["tiny"] is True and report["copy_bandwidth_gb_s"] > 0
+    diff = report["mineru_diffusion"]
+    assert diff["step_weight_bytes"] > 0 and diff["floor_ms_per_step"] > 0
+    for mode in ("eager", "static"):
+        r = diff[mode]
+        assert r["fused_tokens_equal_eager"] is True
+        assert r["loop_fused_32"]["tokens"] == r["loop_eager_32"]["tokens"] == 64
+        assert r["loop_fused_32"]["x_floor"] > 1 and r["loop_fused_1_token"]["tokens"] == 64
+        assert r["threshold_0_whole_block"]["forwards"] == 4  # a block per forward, plus its commit forward
+        assert "recording_overhead" in r
+    assert [p["block_length"] for p in diff["logit_parity"]] == [8, 32]
+    assert all(p["argmax_agreement"] == 1.0 for p in diff["logit_parity"])
+    ar = report["mineru25"]
+    assert ar["eager"]["tokens"] == ar["static-cache"]["tokens"] == 12 and ar["static-cache"]["tokens_equal_eager"]
 
 
 def test_token_texts_keep_split_characters_whole(diffusion_dir):
@@ -852,3 +837,56 @@ def test_cli_layout_mode_refused_for_nano(page_png, tmp_path):
         pytest.skip("nano weights not in assets/models")
     r = _cli("decode", str(page_png), "--mode", "layout", "--out", str(tmp_path / "t.json"))
     assert r.returncode == 2 and "layout" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("path", ["eager", "static"])
+def test_fused_loop_equals_eager_on_the_tiny_checkpoint(diffusion_dir, page_png, path):
+    """The fused denoising step (forward + scheduler through backend.denoise_step, no per-step host
+    check) gives the eager loop's tokens, step maps and trace, on both forward paths."""
+    from models.mineru_diffusion.graphs import BlockGraphs
+    from tests.test_fused import timeless
+
+    backend = _load(diffusion_dir, "diffusion")
+    page = load_page(page_png)
+    traces = {}
+    try:
+        for fused in (False, True):
+            backend.graphs = BlockGraphs(backend.model, use_graphs=False) if path == "static" else None
+            params = DecodeParams(block_length=8, steps=8, threshold=0.3, max_new_tokens=32, fused=fused)
+            traces[fused] = decode_page(page, decoder="diffusion", backend=backend, params=params)
+    finally:
+        backend.graphs = None
+    assert timeless(traces[True]) == timeless(traces[False])
+    assert check_invariants(traces[True]) == [] and traces[True].n_tokens > 0
+
+
+def test_ar_static_cache_gives_the_dynamic_caches_tokens(ar_dir, page_png):
+    """MinerU2.5's static-cache loop (what the CUDA graph replays on a GPU) decodes the same tokens
+    as transformers' dynamic cache, page after page through one reused cache."""
+    from models.mineru25.backend import MinerU25Backend
+    from tests.test_fused import timeless
+
+    dynamic = _load(ar_dir, "ar")
+    static = MinerU25Backend(ar_dir, device="cpu", exec_mode="static-cache")
+    assert dynamic.exec_mode == "eager" and static.exec_mode == "static-cache"
+    other = Image.new("RGB", (180, 60), "white")
+    ImageDraw.Draw(other).text((5, 20), "another page", fill="black")
+    pages = [load_page(page_png), Image.new("RGB", (1, 1))]
+    pages[1] = load_page(_png_bytes(other))
+    params = DecodeParams(max_new_tokens=12)
+    for page in pages:
+        a = decode_page(page, decoder="ar", backend=dynamic, params=params)
+        b = decode_page(page, decoder="ar", backend=static, params=params)
+        da, db = timeless(a), timeless(b)
+        da["model"].pop("exec_mode"), db["model"].pop("exec_mode")
+        assert da == db and b.model.exec_mode == "static-cache"
+    with pytest.raises(ModelLoadError, match="cuda-graphs needs CUDA"):
+        MinerU25Backend(ar_dir, device="cpu", exec_mode="cuda-graphs")
+
+
+def _png_bytes(image) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return buf.getvalue()

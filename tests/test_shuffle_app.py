@@ -185,7 +185,7 @@ def test_shuffle_bench_endpoint(client):
     assert {t["name"] for t in data if t.get("showlegend") is not False} == {"diffusion", "ar"}
     assert [r[0] for r in table["data"]] == ["diffusion", "AR"]
     names = sorted(Path(f).name for f in files)
-    assert names == ["figure.html", "results.csv", "results.json", "summary.json"]
+    assert names == ["conditions.md", "figure.html", "results.csv", "results.json", "summary.json"]
     rows = json.loads(Path([f for f in files if f.endswith("results.json")][0]).read_text())
     n_pages = len([p for p in (ROOT / "assets" / "samples").iterdir() if p.suffix in (".pdf", ".jpg", ".png")])
     assert len(rows) == n_pages * 2 * 2 and {r["level"] for r in rows} == {0.0, 1.0}

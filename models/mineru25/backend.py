@@ -5,6 +5,11 @@ Loaded with transformers' concrete ``Qwen2VLForConditionalGeneration`` from loca
 from the files. Prompts, chat template and pixel budget are the same shared code as the diffusion
 backend, so both models see the same input. M-RoPE positions are computed once from the prompt and
 then advanced explicitly, so no decoding state hides inside the shared model object.
+
+Three ways to run the greedy loop, with the same tokens: ``eager`` (transformers' DynamicCache;
+the CPU default), ``static-cache`` (a preallocated StaticCache) and ``cuda-graphs`` (the static
+cache's one-token step replayed as a CUDA graph: the GPU default, so the AR baseline runs as tuned
+as the diffusion model's graphs; ``MUDIFF_CUDA_GRAPHS=0`` runs both models eagerly).
 """
 
 from __future__ import annotations
@@ -14,23 +19,28 @@ from pathlib import Path
 
 import torch
 
+from models.mineru25.graphs import StaticStep
 from models.mineru_common.backend import MinerUBackend
 from models.mineru_common.checkpoint import read_json, weight_files
+from models.mineru_common.device import dtype_for, graphs_wanted
 from models.mineru_common.imaging import ImagePreprocessor
 from models.mineru_common.tasks import TEXT_PROMPT
 from models.mineru_common.text import ChatText
 from mudiff_viz.core.errors import ModelLoadError
+from mudiff_viz.core.limits import current
 from mudiff_viz.core.types import Region
 
 LM_HEAD = "lm_head.weight"
+EXEC_MODES = ("eager", "static-cache", "cuda-graphs")
 
 
 @dataclass
 class ARContext:
-    cache: object  # transformers DynamicCache
+    cache: object  # transformers DynamicCache or StaticCache
     length: int  # tokens in the cache
     rope_delta: torch.Tensor  # (1, 1): M-RoPE offset of text positions after the image
     first_logits: torch.Tensor  # (1, V)
+    step: StaticStep | None = None  # the static-cache step (a CUDA graph on CUDA)
 
 
 class MinerU25Backend(MinerUBackend):
@@ -38,13 +48,14 @@ class MinerU25Backend(MinerUBackend):
 
     kind = "ar"
 
-    def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None) -> None:
+    def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None,
+                 exec_mode: str | None = None, stop_ids: frozenset[int] | None = None) -> None:
         model_dir = Path(model_dir)
         config = read_json(model_dir / "config.json")
         if config.get("model_type") != "qwen2_vl":
             raise ModelLoadError(f"{model_dir}: model_type {config.get('model_type')!r} is not qwen2_vl")
         self.device = torch.device(device)
-        dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        dtype = dtype_for(self.device)
         self.text = ChatText(model_dir, config)
         vision_cfg = config.get("vision_config") or {}
         self.images = ImagePreprocessor.from_dir(
@@ -58,7 +69,14 @@ class MinerU25Backend(MinerUBackend):
         self.spec = spec or str(model_dir)
         self.name = "mineru2.5"
         self.params_m = round(sum(p.numel() for p in self.model.parameters()) / 1e6, 1)
-        self.stop_ids = self.text.stop_ids
+        self.stop_ids = self.text.stop_ids if stop_ids is None else stop_ids  # none: the GPU check's fixed lengths
+        if exec_mode is None:
+            exec_mode = "cuda-graphs" if graphs_wanted(self.device) else "eager"
+        if exec_mode not in EXEC_MODES or (exec_mode == "cuda-graphs" and self.device.type != "cuda"):
+            raise ModelLoadError(f"exec mode must be one of {', '.join(EXEC_MODES)} (cuda-graphs needs CUDA), got {exec_mode!r}")
+        self.exec_mode = exec_mode
+        self._home, self._home_len = None, 0  # the static cache reused page after page, and its capacity
+        self._step: StaticStep | None = None
 
     @torch.inference_mode()
     def encode(self, page, regions: list[Region], block_length: int | None = None) -> ARContext:
@@ -71,15 +89,30 @@ class MinerU25Backend(MinerUBackend):
         grid = vision.grid_thw.to(self.device)
         kinds = (input_ids == self.text.ids.image_pad).int()
         positions, delta = self.model.model.get_rope_index(input_ids, mm_token_type_ids=kinds, image_grid_thw=grid)
+        cache, step = self._static_cache(len(ids)) if self.exec_mode != "eager" else (None, None)
         out = self.model(
             input_ids=input_ids,
             pixel_values=vision.pixel_values.to(self.device),
             image_grid_thw=grid,
             position_ids=positions,
+            cache=cache,
             use_cache=True,
             logits_to_keep=1,
         )
-        return ARContext(cache=out.cache, length=len(ids), rope_delta=delta, first_logits=out.logits[:, -1].float())
+        return ARContext(cache=out.cache, length=len(ids), rope_delta=delta, first_logits=out.logits[:, -1].float(),
+                         step=step)
+
+    def _static_cache(self, prompt_len: int):
+        """The home StaticCache, emptied, with room for the prompt and the longest answer the limits
+        allow (grown, and the step recaptured, when a prompt does not fit)."""
+        from transformers import StaticCache
+
+        need = prompt_len + current().max_new_tokens
+        if self._home is None or self._home_len < need:
+            self._home, self._home_len = StaticCache(config=self.model.config, max_cache_len=need), need
+            self._step = StaticStep(self.model, self._home, self.device, use_graph=self.exec_mode == "cuda-graphs")
+        self._home.reset()
+        return self._home, self._step
 
     def first_logits(self, ctx: ARContext) -> torch.Tensor:
         return ctx.first_logits
@@ -88,9 +121,13 @@ class MinerU25Backend(MinerUBackend):
         if tokens.shape[0] != 1:
             raise ValueError("MinerU2.5 decodes one region at a time (batch of 1)")
         pos = (ctx.rope_delta + ctx.length).view(1, 1, 1).expand(3, 1, 1).to(self.device)
+        ctx.length += 1
+        if ctx.step is not None:
+            if ctx.step.cache is not ctx.cache:
+                raise RuntimeError("this static cache was taken over by a later decode (model work must be serialised)")
+            return ctx.step(tokens, pos)
         out = self.model(input_ids=tokens[:, None], position_ids=pos, cache=ctx.cache, use_cache=True)
         ctx.cache = out.cache
-        ctx.length += 1
         return out.logits[:, -1].float()
 
 

@@ -15,10 +15,11 @@ import torch
 
 from models.mineru_common.backend import MinerUBackend
 from models.mineru_common.checkpoint import check_keys, load_state_dict, read_json
+from models.mineru_common.device import dtype_for, graphs_wanted
 from models.mineru_common.imaging import ImagePreprocessor
 from models.mineru_common.tasks import TEXT_PROMPT
 from models.mineru_common.text import ChatText
-from models.mineru_diffusion.graphs import BlockGraphs, graphs_wanted
+from models.mineru_diffusion.graphs import BlockGraphs
 from models.mineru_diffusion.model import (
     KVCache,
     MinerUDiffusion,
@@ -30,11 +31,7 @@ from mudiff_viz.core.errors import ModelLoadError
 from mudiff_viz.core.types import Region
 
 DEFAULT_BLOCK_LENGTH = 32  # the release's block length, for callers that do not say
-
-
-def dtype_for(device: torch.device) -> torch.dtype:
-    """bfloat16 on CUDA (the release's dtype), float32 on CPU (bf16 matmuls are slow there)."""
-    return torch.bfloat16 if device.type == "cuda" else torch.float32
+EXEC_MODES = ("eager", "static", "cuda-graphs")
 
 
 @dataclass
@@ -69,15 +66,18 @@ class MinerUDiffusionBackend(MinerUBackend):
 
     @classmethod
     def from_parts(
-        cls, model: MinerUDiffusion, text: ChatText, images: ImagePreprocessor, spec: str
+        cls, model: MinerUDiffusion, text: ChatText, images: ImagePreprocessor, spec: str,
+        exec_mode: str | None = None, stop_ids: frozenset[int] | None = None,
     ) -> MinerUDiffusionBackend:
-        """A backend around an already built model (the GPU check builds random full-size weights)."""
+        """A backend around an already built model (the GPU check builds random full-size weights and
+        runs it with graphs and without, and with no stop token so every requested block decodes)."""
         backend = cls.__new__(cls)
-        backend._attach(model, text, images, next(model.parameters()).device, spec)
+        backend._attach(model, text, images, next(model.parameters()).device, spec, exec_mode, stop_ids)
         return backend
 
     def _attach(
-        self, model: MinerUDiffusion, text: ChatText, images: ImagePreprocessor, device: torch.device, spec: str
+        self, model: MinerUDiffusion, text: ChatText, images: ImagePreprocessor, device: torch.device, spec: str,
+        exec_mode: str | None = None, stop_ids: frozenset[int] | None = None,
     ) -> None:
         self.model, self.text, self.images = model, text, images
         self.cfg = model.cfg
@@ -86,10 +86,15 @@ class MinerUDiffusionBackend(MinerUBackend):
         self.name = "mineru-diffusion"
         self.params_m = count_params_m(model)
         self.mask_id = self.cfg.mask_token_id
-        self.stop_ids = text.stop_ids
+        self.stop_ids = text.stop_ids if stop_ids is None else stop_ids
         # block forwards as CUDA graphs on a GPU (MUDIFF_CUDA_GRAPHS=0: eager); None = plain eager path
-        self.graphs = BlockGraphs(model, use_graphs=True) if graphs_wanted(device) else None
-        self.exec_mode = "cuda-graphs" if self.graphs is not None else "eager"
+        if exec_mode is None:
+            exec_mode = "cuda-graphs" if graphs_wanted(device) else "eager"
+        if exec_mode not in EXEC_MODES or (exec_mode == "cuda-graphs" and device.type != "cuda"):
+            raise ModelLoadError(f"exec mode must be one of {', '.join(EXEC_MODES)} (cuda-graphs needs CUDA), got {exec_mode!r}")
+        # "static": the fixed-shape forward the graphs replay, run eagerly (how the CPU tests check it)
+        self.graphs = None if exec_mode == "eager" else BlockGraphs(model, use_graphs=exec_mode == "cuda-graphs")
+        self.exec_mode = exec_mode
         vocab = self.cfg.text.vocab_size
         bad = [i for i in (self.mask_id, *self.stop_ids, self.cfg.image_token_id) if not 0 <= i < vocab]
         if bad:
@@ -115,6 +120,13 @@ class MinerUDiffusionBackend(MinerUBackend):
 
     def commit_block(self, ctx: DiffusionContext, block: torch.Tensor, rows: torch.Tensor) -> None:
         self._forward(ctx, block, store=True)
+
+    def denoise_step(self, ctx: DiffusionContext, block: torch.Tensor, rows, masked, scheduler, step_index: int):
+        """With graphs, the forward and the scheduler's step replay as one CUDA graph (graphs.py)."""
+        _one_row(block)
+        if self.graphs is not None:
+            return self.graphs.denoise_step(ctx.cache, block, scheduler, step_index)
+        return super().denoise_step(ctx, block, rows, masked, scheduler, step_index)
 
     def _forward(self, ctx: DiffusionContext, block: torch.Tensor, store: bool) -> torch.Tensor | None:
         """The block forward: through the CUDA graphs when there are any, else the eager path."""

@@ -13,7 +13,6 @@ it against the plain path.
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 
@@ -29,12 +28,8 @@ class _Captured:
     graph: object  # torch.cuda.CUDAGraph
     ids: torch.Tensor
     start: torch.Tensor
-    out: torch.Tensor | None
-
-
-def graphs_wanted(device: torch.device) -> bool:
-    """CUDA graphs on CUDA unless MUDIFF_CUDA_GRAPHS=0."""
-    return device.type == "cuda" and os.environ.get("MUDIFF_CUDA_GRAPHS", "1") not in ("0", "false", "no")
+    out: object  # logits, None (a commit pass), or a denoising step's outputs (tuple of tensors)
+    step: torch.Tensor | None = None  # the step index a captured denoising step reads
 
 
 class BlockGraphs:
@@ -53,7 +48,8 @@ class BlockGraphs:
         self.use_graphs = use_graphs
         self.headroom = headroom  # slots reserved past the prompt when home buffers are (re)made
         self._owner: KVCache | None = None
-        self._captured: dict[tuple[int, bool], _Captured] = {}
+        self._captured: dict[tuple, _Captured] = {}
+        self._pool = None  # one memory pool for every graph: they replay one after another
         self.captures = 0  # how many graphs were recorded (the GPU check reports it)
         self.homes = 0  # how many times home buffers were (re)made
         self._lock = threading.Lock()
@@ -73,6 +69,60 @@ class BlockGraphs:
             if store:
                 cache.advance(n)
         return logits
+
+    def denoise_step(self, cache: KVCache, block_ids: torch.Tensor, scheduler, step_index: int):
+        """The block forward and the scheduler's step together (a StepOutput), replayed as one CUDA
+        graph when the step needs no random numbers; on CPU, or when sampling, the same two calls
+        run eagerly over the same fixed-shape buffers. Outputs are copied out of the graph's pool."""
+        if cache.evicted:
+            raise RuntimeError("this KV cache was evicted by a later decode (model work must be serialised)")
+        n = block_ids.shape[1]
+        force = step_index >= scheduler.params.steps
+        with self._lock:
+            self._adopt(cache, cache.length + n)
+            if self.use_graphs and scheduler.deterministic:
+                key = ("step", n, force, scheduler.key)
+                entry = self._captured.get(key)
+                if entry is None:
+                    entry = self._captured[key] = self._capture_step(cache, block_ids, scheduler, force)
+                entry.ids.copy_(block_ids)
+                entry.start.fill_(cache.length)
+                entry.step.fill_(min(step_index, scheduler.params.steps - 1))
+                entry.graph.replay()
+                return type(entry.out)(*(t.clone() for t in vars(entry.out).values()))
+            start = torch.tensor(cache.length, device=block_ids.device)
+            logits = self.model.static_block_forward(cache, block_ids, start, logits=True).float()
+            masked = block_ids == scheduler.mask_id
+            return scheduler.force(logits, masked) if force else scheduler.step(logits, masked, step_index)
+
+    def _capture_step(self, cache: KVCache, block_ids: torch.Tensor, scheduler, force: bool) -> _Captured:
+        ids = block_ids.clone()
+        start = torch.full((), cache.length, dtype=torch.long, device=block_ids.device)
+        step = torch.zeros((), dtype=torch.long, device=block_ids.device)
+
+        def run():
+            logits = self.model.static_block_forward(cache, ids, start, logits=True).float()
+            masked = ids == scheduler.mask_id
+            return scheduler.force(logits, masked) if force else scheduler.step(logits, masked, step)
+
+        graph, out = self._record(run, block_ids.device)
+        return _Captured(graph=graph, ids=ids, start=start, out=out, step=step)
+
+    def _record(self, fn, device: torch.device):
+        """Warm ``fn`` up on a side stream, then capture it into the shared pool; returns (graph, outputs)."""
+        side = torch.cuda.Stream(device=device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for _ in range(WARMUP):
+                fn()
+        torch.cuda.current_stream(device).wait_stream(side)
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool):
+            out = fn()
+        self.captures += 1
+        return graph, out
 
     def _adopt(self, cache: KVCache, need: int) -> None:
         """Make ``cache`` use the home buffers (grown if ``need`` does not fit; graphs then recaptured)."""
@@ -107,14 +157,6 @@ class BlockGraphs:
         ids = block_ids.clone()
         start = torch.full((), cache.length, dtype=torch.long, device=block_ids.device)
         # the warm-up and captured runs write keys/values only into the free slots from cache.length on
-        side = torch.cuda.Stream(device=block_ids.device)
-        side.wait_stream(torch.cuda.current_stream(block_ids.device))
-        with torch.cuda.stream(side):
-            for _ in range(WARMUP):
-                self.model.static_block_forward(cache, ids, start, logits=not store)
-        torch.cuda.current_stream(block_ids.device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = self.model.static_block_forward(cache, ids, start, logits=not store)
-        self.captures += 1
+        graph, out = self._record(lambda: self.model.static_block_forward(cache, ids, start, logits=not store),
+                                  block_ids.device)
         return _Captured(graph=graph, ids=ids, start=start, out=out)

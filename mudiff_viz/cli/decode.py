@@ -40,6 +40,8 @@ def register(sub) -> None:
     add_knob_flags(d)
     add_limit_flags(d)
     d.add_argument("--no-record", action="store_true", help="do not record per-step candidates (faster)")
+    d.add_argument("--fused", action="store_true",
+                   help="diffusion: no host round trip per denoising step (same result; one CUDA graph per step on GPUs)")
     d.add_argument("--quiet", action="store_true", help="print only the summary line")
     d.add_argument("--out", required=True, help="trace JSON to write")
     d.set_defaults(func=cmd_decode)
@@ -57,8 +59,8 @@ def cmd_decode(args) -> int:
     limits = limits_from(args)
     params = make_params(limits, **knobs_from(args))
     page = probed_page(args, limits)
-    if args.no_record:
-        params.record = False
+    params.record = not args.no_record
+    params.fused = args.fused
     trace = decode_page(page, model=args.model, decoder=args.decoder, params=params, mode=args.mode,
                         layout_prompt=args.layout_prompt)
     size = trace.save(args.out)

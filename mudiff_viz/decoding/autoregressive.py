@@ -12,7 +12,7 @@ from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.diffusion import Progress
 from mudiff_viz.decoding.run import DecodeRun
 from mudiff_viz.decoding.sampling import sample_tokens
-from mudiff_viz.decoding.scheduler import StepOutput
+from mudiff_viz.decoding.scheduler import step_output
 from mudiff_viz.decoding.settings import DecodeParams
 
 FLUSH_EVERY = 32  # move records to the host in chunks, like the diffusion decoder per block
@@ -30,7 +30,7 @@ def decode_autoregressive(backend, page, regions, params: DecodeParams, progress
     for t in range(params.max_new_tokens):
         x, conf, probs = sample_tokens(logits[:, None], params.temperature, params.top_k, params.top_p, run.generator)
         one = torch.ones_like(x, dtype=torch.bool)
-        run.record(rows, t, one, StepOutput(x, conf, probs, one, torch.zeros_like(one)), 0)
+        run.record(rows, t, one, step_output(x, conf, probs, one, torch.zeros_like(one)), 0)
         host_x, host_c, host_rows = x[:, 0].tolist(), conf[:, 0].tolist(), rows.tolist()  # the sync AR needs
         for r, tok, c in zip(host_rows, host_x, host_c):
             run.states[r].extend([tok], [run.forward], [c])

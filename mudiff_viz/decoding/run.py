@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from mudiff_viz.core.trace import TOPK, StepRecord, Trace, rnd
+from mudiff_viz.core.trace import StepRecord, Trace, rnd
 from mudiff_viz.core.types import Region
 from mudiff_viz.decoding.build import build_trace
 from mudiff_viz.decoding.settings import DecodeParams
@@ -85,19 +85,19 @@ class _Pending:
 
 
 class StepRecorder:
-    """Step records, kept on the device per block and expanded on the host once per block."""
+    """Step records, kept on the device per block and expanded on the host once per block. Rows
+    with nothing masked at a step (a fused step runs every row of the block) leave no record."""
 
-    def __init__(self, enabled: bool = True, topk: int = TOPK) -> None:
+    def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
-        self.topk = topk
         self.pending: list[_Pending] = []
         self.steps: list[StepRecord] = []
 
-    def add(self, rows, offset: int, masked, x0, conf, committed, forced, probs, forward: int, block: int) -> None:
+    def add(self, rows, offset: int, masked, out, forward: int, block: int) -> None:
         if not self.enabled:
             return
-        top = probs.topk(self.topk, dim=-1)
-        self.pending.append(_Pending(rows, offset, masked, x0, conf, committed, forced, top.values, top.indices, forward, block))
+        self.pending.append(_Pending(rows, offset, masked, out.x0, out.confidence, out.committed, out.forced,
+                                     out.top_p, out.top_i, forward, block))
 
     def flush(self, clock: Clock) -> None:
         """Move the pending records to the host in one transfer per field and expand them."""
@@ -109,6 +109,8 @@ class StepRecorder:
         meta = [(p.offset, p.forward, p.block) for p in self.pending for _ in range(p.rows.numel())]
         for i, (offset, forward, block) in enumerate(meta):
             cols = np.flatnonzero(masked[i])
+            if cols.size == 0:
+                continue
             self.steps.append(
                 StepRecord(
                     forward=forward,
@@ -168,8 +170,7 @@ class DecodeRun:
 
     def record(self, rows: torch.Tensor, offset: int, masked: torch.Tensor, out, block: int) -> None:
         """One denoising forward of ``rows``: what the scheduler (or sampler) decided."""
-        self.recorder.add(rows, offset, masked, out.x0, out.confidence, out.committed, out.forced, out.probs,
-                          self.forward, block)
+        self.recorder.add(rows, offset, masked, out, self.forward, block)
         self.seq_forwards += rows.numel()
         self.batched_forwards += 1
 
@@ -177,6 +178,13 @@ class DecodeRun:
         """The current forward is over (right after a host sync): advance the shared clock."""
         self.clock.tick()
         self.forward += 1
+
+    def account(self, seq_forwards: int, batched_forwards: int, times: list[float]) -> None:
+        """Steps run without a per-step tick (a fused block): count them and put their times on the clock."""
+        self.seq_forwards += seq_forwards
+        self.batched_forwards += batched_forwards
+        self.clock.times.extend(times)
+        self.forward += len(times)
 
     def commit_pass(self, n_rows: int) -> None:
         self.commit_passes += n_rows

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mudiff_viz.core.trace import TOPK
 from mudiff_viz.decoding.sampling import quota_schedule, sample_tokens
 from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.decoding.strategies import STRATEGIES, CommitInputs
@@ -24,9 +25,15 @@ from mudiff_viz.decoding.strategies import STRATEGIES, CommitInputs
 class StepOutput:
     x0: torch.Tensor  # (b, L) the guess at every position
     confidence: torch.Tensor  # (b, L) its probability
-    probs: torch.Tensor  # (b, L, V) the distribution it was drawn from (top-k of it is recorded)
     committed: torch.Tensor  # (b, L) bool: positions committed by this step (a subset of the masked ones)
     forced: torch.Tensor  # (b, L) bool: committed because the step limit was reached
+    top_p: torch.Tensor  # (b, L, k) the k most likely tokens' probabilities (what the trace records) ...
+    top_i: torch.Tensor  # (b, L, k) ... and their ids
+
+
+def step_output(x0, confidence, probs, committed, forced, k: int = TOPK) -> StepOutput:
+    top = probs.topk(min(k, probs.shape[-1]), dim=-1)
+    return StepOutput(x0, confidence, committed, forced, top.values, top.indices)
 
 
 class BlockScheduler:
@@ -36,19 +43,50 @@ class BlockScheduler:
         self.generator = generator
         self.quota = quota_schedule(params.block_length, params.steps)
         self.select = STRATEGIES[params.strategy].select
+        self._quota_table: torch.Tensor | None = None
 
-    def step(self, logits: torch.Tensor, masked: torch.Tensor, step_index: int) -> StepOutput:
-        """One denoising step of a block: ``logits`` (b, L, V), ``masked`` (b, L) before the step."""
+    @property
+    def key(self) -> tuple:
+        """What the step computes depends on (a captured graph of it is reusable for equal keys)."""
+        p = self.params
+        return (p.block_length, p.steps, p.threshold, p.strategy, p.temperature, p.top_k, p.top_p, self.mask_id)
+
+    @property
+    def deterministic(self) -> bool:
+        """No random numbers: the step can be captured as a graph without a generator."""
+        return self.params.temperature <= 0 and self.params.strategy != "random"
+
+    def step(self, logits: torch.Tensor, masked: torch.Tensor, step_index: int | torch.Tensor) -> StepOutput:
+        """One denoising step of a block: ``logits`` (b, L, V), ``masked`` (b, L) before the step.
+
+        ``step_index`` is the step within the block: an int, or a 0-d device tensor below
+        ``params.steps`` (a captured graph reads it from a buffer; the step limit is :meth:`force`)."""
+        if isinstance(step_index, int) and step_index >= self.params.steps:
+            return self.force(logits, masked)
         p = self.params
         x0, conf, probs = sample_tokens(logits, p.temperature, p.top_k, p.top_p, self.generator)
-        if step_index >= p.steps:  # the step limit: only a sampled MASK can leave positions open
-            real = probs.clone()
-            real[..., self.mask_id] = -1.0
-            x0 = real.argmax(-1)
-            conf = torch.gather(probs, -1, x0.unsqueeze(-1)).squeeze(-1)
-            return StepOutput(x0, conf, probs, masked, masked)
-        quota = torch.clamp(torch.full_like(masked[:, 0], self.quota[step_index], dtype=torch.long), max=masked.sum(-1))
+        if isinstance(step_index, int):
+            per_row = torch.full_like(masked[:, 0], self.quota[step_index], dtype=torch.long)
+        else:
+            per_row = self.quota_table(masked.device)[step_index].expand(masked.shape[0])
+        quota = torch.clamp(per_row, max=masked.sum(-1))
         scores = torch.where(masked, conf, torch.full_like(conf, float("-inf")))
         chosen = self.select(CommitInputs(scores, masked, quota, p.threshold, self.generator))
         committed = chosen & masked & (x0 != self.mask_id)  # a sampled MASK stays masked
-        return StepOutput(x0, conf, probs, committed, torch.zeros_like(masked))
+        return step_output(x0, conf, probs, committed, torch.zeros_like(masked))
+
+    def force(self, logits: torch.Tensor, masked: torch.Tensor) -> StepOutput:
+        """The step limit: commit every position still masked with its best token that is not MASK
+        (only a sampled MASK can leave positions open this long)."""
+        p = self.params
+        _, _, probs = sample_tokens(logits, p.temperature, p.top_k, p.top_p, self.generator)
+        real = probs.clone()
+        real[..., self.mask_id] = -1.0
+        x0 = real.argmax(-1)
+        conf = torch.gather(probs, -1, x0.unsqueeze(-1)).squeeze(-1)
+        return step_output(x0, conf, probs, masked, masked)
+
+    def quota_table(self, device: torch.device) -> torch.Tensor:
+        if self._quota_table is None or self._quota_table.device != device:
+            self._quota_table = torch.tensor(self.quota, dtype=torch.long, device=device)
+        return self._quota_table

@@ -75,6 +75,7 @@ class DecodeParams:
     seed: int = KNOB["seed"].default
     max_new_tokens: int = KNOB["max_new_tokens"].default
     record: bool = True  # record every step (off: tokens, commit forwards and metrics only)
+    fused: bool = False  # diffusion: no host round trip per denoising step (same result; decoding/diffusion.py)
     max_seconds: float | None = None  # wall-time budget of the decode
     extra: dict[str, Any] = field(default_factory=dict)  # recorded in the trace as is (mode, probes ...)
 
