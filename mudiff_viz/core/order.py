@@ -46,7 +46,7 @@ def occluded_spans(trace: Trace) -> dict[int, list[tuple[int, int]]]:
     return spans
 
 
-def _occluded_tokens(region, spans: list[tuple[int, int]]) -> list[bool]:
+def occluded_tokens(region, spans: list[tuple[int, int]]) -> list[bool]:
     """Per token: does any of its characters align to an occluded ground-truth character?"""
     if not spans or region.gt_text is None:
         return [False] * len(region.tokens)
@@ -77,7 +77,7 @@ def token_orders(trace: Trace) -> list[TokenOrder]:
     spans = occluded_spans(trace)
     out = []
     for ri, r in enumerate(trace.regions):
-        hidden = _occluded_tokens(r, spans.get(ri, []))
+        hidden = occluded_tokens(r, spans.get(ri, []))
         marks = [i for i, h in enumerate(hidden) if h]
         for i, t in enumerate(r.tokens):
             key = (ri, i // L)

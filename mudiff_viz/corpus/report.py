@@ -12,8 +12,8 @@ SECTIONS = (  # table, heading, what it shows
     ("runs", "Runs", "one per settings hash (models, decode knobs, DPI, threads per worker)"),
     ("overview", "Runs and decoders", "pages decoded and failed, mean CER, tokens, mean tokens per forward"),
     ("cer_by_condition", "CER by probe condition",
-     "mean over pages of each page's mean CER over seeds, with its 95% Student t-interval over pages, and the "
-     "range over seeds of the mean over pages"),
+     ("mean over pages of each page's mean CER over seeds, with its 95% Student t-interval over pages, and the "
+      "range over seeds of the mean over pages")),
     ("tokens_per_forward", "Tokens per forward", "distribution over pages"),
     ("calibration_error", "Confidence calibration", "expected calibration error, ten equal confidence bins"),
     ("calibration_bins", "Reliability diagram bins", "accuracy against mean confidence per bin"),

@@ -34,7 +34,7 @@ from mudiff_viz.corpus.intervals import mean_interval
 from mudiff_viz.corpus.schema import SCHEMAS
 from mudiff_viz.corpus.store import TraceStore, check_run_id, load_page_trace
 
-__all__ = ["connect", "corpus_tables", "corpus_figures", "page_points", "load_page_trace"]
+__all__ = ["connect", "corpus_figures", "corpus_tables", "load_page_trace", "page_points"]
 
 CALIBRATION_BINS = 10
 LATENESS = "CASE WHEN block_steps > 1 THEN (step_in_block - 1)::DOUBLE / (block_steps - 1) ELSE 0.0 END"

@@ -24,6 +24,7 @@ import math
 from rapidfuzz.distance import Levenshtein
 
 from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.order import occluded_spans, occluded_tokens
 from mudiff_viz.core.trace import Trace
 
 KIND = "mudiff-player"
@@ -98,12 +99,14 @@ def token_correctness(region) -> list[int]:
 
 def slots(trace: Trace) -> dict:
     """Columnar slot table plus the (region, position) -> slot index map."""
-    region, pos, text, ids, commit, conf, box, stop, filler, correct = ([] for _ in range(10))
+    region, pos, text, ids, commit, conf, box, stop, filler, correct, hidden = ([] for _ in range(11))
     index: dict[tuple[int, int], int] = {}
     starts = []
+    spans = occluded_spans(trace)
     for ri, r in enumerate(trace.regions):
         starts.append(len(region))
         correct.extend(token_correctness(r))
+        hidden.extend(int(h) for h in occluded_tokens(r, spans.get(ri, [])))
         for p, t in enumerate(r.tokens):
             index[(ri, p)] = len(region)
             region.append(ri), pos.append(p), text.append(t.text), ids.append(t.id)
@@ -115,6 +118,7 @@ def slots(trace: Trace) -> dict:
         index[(ri, p)] = len(region)
         region.append(ri), pos.append(p), text.append(""), ids.append(-1)
         commit.append(-1), conf.append(0), box.append(None), stop.append(0), filler.append(1), correct.append(-1)
+        hidden.append(0)
     opened = [-1] * len(region)
     for s in sorted(trace.steps, key=lambda s: s.forward):
         for p, c, cand, cf in zip(s.positions, s.committed, s.candidates, s.confidences):
@@ -141,6 +145,7 @@ def slots(trace: Trace) -> dict:
         "table": {
             "region": region, "pos": pos, "text": text, "id": ids, "commit": commit, "conf": conf,
             "box": box, "stop": stop, "filler": filler, "open": opened, "close": close, "correct": correct,
+            "occluded": hidden,
         },
         "region_start": starts,
     }
@@ -243,8 +248,12 @@ def n_blocks(trace: Trace) -> int:
     return max((math.ceil(r.n_generated / L) for r in trace.regions), default=1)
 
 
-def player_payload(trace: Trace, image_url: str | None = None, label: str | None = None) -> dict:
-    """Everything the player needs for one trace (JSON-serialisable, model text as plain strings)."""
+def player_payload(trace: Trace, image_url: str | None = None, label: str | None = None,
+                   partial: bool = False, stream: str | None = None) -> dict:
+    """Everything the player needs for one trace (JSON-serialisable, model text as plain strings).
+
+    ``partial``: the decode is still running (a streamed snapshot: more frames will follow under the
+    same ``stream`` id, and the player keeps its place when they arrive)."""
     check_clock(trace)
     sl = slots(trace)
     n = trace.clock_length
@@ -255,6 +264,8 @@ def player_payload(trace: Trace, image_url: str | None = None, label: str | None
     return {
         "kind": KIND,
         "version": VERSION,
+        "partial": partial,
+        "stream": stream,
         "label": label or f"{'AR' if trace.is_autoregressive else trace.decoder} · {trace.model.name}",
         "decoder": trace.decoder,
         "model": {"name": trace.model.name, "spec": trace.model.spec, "params_m": trace.model.params_m},
