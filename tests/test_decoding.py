@@ -237,3 +237,25 @@ def test_trace_of_4000_tokens_stays_small(tmp_path):
     assert size < 8_000_000, size
     back = Trace.load(tmp_path / "t.json")
     assert back.to_dict() == trace.to_dict()
+
+
+@pytest.mark.parametrize("decoder", ["diffusion", "ar"])
+def test_snapshots_grow_towards_the_final_trace(decoder):
+    """A streamed view asks for the trace so far after blocks: each snapshot holds a prefix of the
+    final decode (the same tokens at the same forwards), and they grow."""
+    from mudiff_viz.decoding.pipeline import decode_page
+
+    backend = FixedBackend(seed=3, n_rows=3, eos_at={1: 40})
+    if decoder == "ar":
+        backend.kind = "ar"
+    seen = []
+    final = decode_page(FixedPage(), decoder=decoder, backend=backend,
+                        params=DecodeParams(block_length=8, steps=8, max_new_tokens=96),
+                        snapshot=lambda make: seen.append(make()))
+    assert len(seen) >= 3
+    sizes = [t.n_tokens for t in seen]
+    assert sizes == sorted(sizes) and sizes[0] < final.n_tokens
+    for snap in seen:
+        for r_snap, r_final in zip(snap.regions, final.regions):
+            got = [(t.id, t.commit_forward) for t in r_snap.tokens]
+            assert got == [(t.id, t.commit_forward) for t in r_final.tokens][: len(got)]

@@ -10,7 +10,7 @@ import torch
 
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.diffusion import Progress
-from mudiff_viz.decoding.run import DecodeRun
+from mudiff_viz.decoding.run import DecodeRun, Snapshot
 from mudiff_viz.decoding.sampling import sample_tokens
 from mudiff_viz.decoding.scheduler import step_output
 from mudiff_viz.decoding.settings import DecodeParams
@@ -19,11 +19,13 @@ FLUSH_EVERY = 32  # move records to the host in chunks, like the diffusion decod
 
 
 @torch.inference_mode()
-def decode_autoregressive(backend, page, regions, params: DecodeParams, progress: Progress | None = None) -> Trace:
-    """Decode all ``regions`` of ``page`` token by token; returns the full Trace."""
+def decode_autoregressive(backend, page, regions, params: DecodeParams, progress: Progress | None = None,
+                          snapshot: Snapshot | None = None) -> Trace:
+    """Decode all ``regions`` of ``page`` token by token; returns the full Trace (``progress`` and
+    ``snapshot`` as for decode_diffusion, every FLUSH_EVERY tokens)."""
     params.check()
     run = DecodeRun("ar", backend, page, regions, params)
-    ctx = backend.encode(page, regions)
+    ctx = run.ctx = backend.encode(page, regions)
     logits = backend.first_logits(ctx)
     run.prefill_done()
     rows = torch.arange(len(regions), device=backend.device)
@@ -37,6 +39,8 @@ def decode_autoregressive(backend, page, regions, params: DecodeParams, progress
         run.tick()
         if (t + 1) % FLUSH_EVERY == 0:
             run.flush()
+            if snapshot:
+                snapshot(run.snapshot)
         keep = ~torch.isin(x[:, 0], run.stop_ids)
         for r, k in zip(host_rows, keep.tolist()):
             run.states[r].stopped = not k

@@ -16,7 +16,7 @@ from typing import Callable
 import torch
 
 from mudiff_viz.core.trace import Trace
-from mudiff_viz.decoding.run import DecodeRun
+from mudiff_viz.decoding.run import DecodeRun, Snapshot
 from mudiff_viz.decoding.scheduler import BlockScheduler, StepOutput
 from mudiff_viz.decoding.settings import DecodeParams
 
@@ -24,11 +24,15 @@ Progress = Callable[[int, int], None]
 
 
 @torch.inference_mode()
-def decode_diffusion(backend, page, regions, params: DecodeParams, progress: Progress | None = None) -> Trace:
-    """Decode all ``regions`` of ``page`` with block diffusion; returns the full Trace."""
+def decode_diffusion(backend, page, regions, params: DecodeParams, progress: Progress | None = None,
+                     snapshot: Snapshot | None = None) -> Trace:
+    """Decode all ``regions`` of ``page`` with block diffusion; returns the full Trace.
+
+    ``progress(done, total)`` hears of every finished block; ``snapshot`` is handed, after every
+    block, a function that builds the trace so far (for views that play a decode while it runs)."""
     params.check()
     run = DecodeRun("diffusion", backend, page, regions, params)
-    ctx = backend.encode(page, regions, block_length=params.block_length)
+    ctx = run.ctx = backend.encode(page, regions, block_length=params.block_length)
     run.prefill_done()
     run.extra_params["prefill_block"] = params.block_length if backend.prefill_follows_block_length else None
     run.extra_params["loop"] = "fused" if params.fused else "eager"
@@ -52,6 +56,8 @@ def decode_diffusion(backend, page, regions, params: DecodeParams, progress: Pro
             run.states[r].stopped = stopped[j]
         if progress:
             progress(b + 1, n_blocks)
+        if snapshot:
+            snapshot(run.snapshot)
     return run.finish(ctx)
 
 

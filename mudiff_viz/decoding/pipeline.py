@@ -10,6 +10,7 @@ from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits, current
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.decoders import get_decoder
+from mudiff_viz.decoding.run import Snapshot
 from mudiff_viz.decoding.sequential import decode_sequential
 from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.decoding.two_stage import decode_two_stage
@@ -39,6 +40,7 @@ def decode_page(
     mode: str = "page",
     layout_prompt: str = "detection",
     batch_regions: bool | None = None,
+    snapshot: Snapshot | None = None,
 ) -> Trace:
     """Decode a loaded page with the given model and decoder.
 
@@ -46,7 +48,8 @@ def decode_page(
     real models); "layout" runs layout detection (asked with ``layout_prompt``, one of the
     release's two wordings), then recognition per detected block. ``batch_regions``: decode all
     regions as one batch (None: what the backend does; False: one region at a time, as the real
-    model runs, merged onto one clock).
+    model runs, merged onto one clock). ``snapshot`` is handed, as the decode goes, functions that
+    build the trace so far (a streamed view calls them when it wants a frame).
     """
     dec = get_decoder(decoder)
     if mode not in MODES:
@@ -56,7 +59,7 @@ def decode_page(
     if backend.max_answer and params.max_new_tokens > backend.max_answer:
         params = replace(params, max_new_tokens=backend.max_answer)
     if mode == "layout":
-        return decode_two_stage(backend, page, dec.run, params, progress, layout_prompt=layout_prompt)
+        return decode_two_stage(backend, page, dec.run, params, progress, layout_prompt=layout_prompt, snapshot=snapshot)
     regions = backend.regions(page)
     if not regions:
         raise UserInputError("no text found on the page")
@@ -64,5 +67,5 @@ def decode_page(
     if batch and not backend.batches_regions:
         raise UserInputError(f"{backend.name} decodes one region at a time")
     if not batch and len(regions) > 1:
-        return decode_sequential(backend, page, regions, dec.run, params, progress)
-    return dec.run(backend, page, regions, params, progress)
+        return decode_sequential(backend, page, regions, dec.run, params, progress, snapshot=snapshot)
+    return dec.run(backend, page, regions, params, progress, snapshot=snapshot)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import torch
@@ -133,6 +134,9 @@ def _alternatives(ids: list[int], probs: list[float]) -> list[list[float]]:
     return [[int(t), round(p, 3)] for k, (t, p) in enumerate(zip(ids, probs)) if k == 0 or p >= 0.0005]
 
 
+Snapshot = Callable[[Callable[[], Trace]], None]  # told after each block: call the argument for the trace so far
+
+
 class DecodeRun:
     """The shared state of one decode of ``regions`` of ``page``."""
 
@@ -151,6 +155,7 @@ class DecodeRun:
         self.batched_forwards = 0
         self.truncated: str | None = None
         self.extra_params: dict = {}  # what the loop adds to the trace's params (e.g. the prefill block)
+        self.ctx = None  # the backend's context, once encoded
         self.generator = torch.Generator(device=backend.device).manual_seed(params.seed)
         self.stop_ids = torch.tensor(sorted(backend.stop_ids), device=backend.device, dtype=torch.long)
 
@@ -192,6 +197,12 @@ class DecodeRun:
 
     def flush(self) -> None:
         self.recorder.flush(self.clock)
+
+    def snapshot(self) -> Trace:
+        """The trace so far (every step recorded until now, the tokens committed until now): what a
+        streamed view shows while the decode goes on."""
+        self.flush()
+        return build_trace(self, self.ctx)
 
     def trace_params(self) -> dict:
         return {**self.params.for_trace(self.decoder), "n_regions": len(self.regions), **self.extra_params}

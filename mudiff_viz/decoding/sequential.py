@@ -14,8 +14,9 @@ from dataclasses import replace
 
 from mudiff_viz.core.trace import RegionRecord, StepRecord, Trace, rnd
 from mudiff_viz.decoding.build import joined_text, run_metrics
+from mudiff_viz.decoding.run import Snapshot
 
-Decode = Callable  # a registered decoder's run: (backend, page, regions, params, progress) -> Trace
+Decode = Callable  # a registered decoder's run: (backend, page, regions, params, progress, snapshot=) -> Trace
 SUMMED = ("nfe", "commit_passes", "batched_forwards", "wall_s", "prefill_s")
 
 
@@ -28,6 +29,7 @@ def decode_sequential(
     progress: Callable[[int, int], None] | None = None,
     before: Sequence[Trace] = (),
     extra_params: dict | None = None,
+    snapshot: Snapshot | None = None,
 ) -> Trace:
     """Decode ``regions`` one by one (skipping those marked ``meta['skip']``) after the ``before`` traces.
 
@@ -48,7 +50,12 @@ def decode_sequential(
                 truncated = f"time limit of {params.max_seconds:.0f} s"
                 parts.append(placeholder(region))
                 continue
-        parts.append(decode(backend, page, [region], replace(params, max_seconds=left), None))
+        rest = [placeholder(r) for r in regions[i + 1 :]]
+        inner = None
+        if snapshot:  # the regions so far, this one as it goes, and the rest still to come
+            def inner(make, done=list(parts), rest=rest):
+                snapshot(lambda: merge_traces(done + [make()] + rest, extra_params=extra_params))
+        parts.append(decode(backend, page, [region], replace(params, max_seconds=left), None, snapshot=inner))
         if progress:
             progress(i + 1, len(regions))
     if not any(isinstance(p, Trace) for p in parts):

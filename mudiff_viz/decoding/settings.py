@@ -30,6 +30,8 @@ class Knob:
     choices: Callable[[], tuple[str, ...]] | None = None
     decoders: tuple[str, ...] = (DIFFUSION, AR)  # which decoders read it (the trace records only those)
     step: float | None = None  # the app's slider step
+    ui_hi: float | None = None  # the app's slider end, when the full range would make the slider useless
+    advanced: bool = False  # shown folded away in the app
 
     def check(self, value: Any) -> None:
         if self.kind is str:
@@ -44,19 +46,22 @@ class Knob:
 
 
 KNOBS: tuple[Knob, ...] = (
-    Knob("block_length", 32, int, "Block length", "positions denoised together per block", 1, 1024, decoders=(DIFFUSION,), step=1),
+    Knob("block_length", 32, int, "Block length", "positions denoised together per block", 1, 1024, decoders=(DIFFUSION,), step=1,
+         ui_hi=128),
     Knob("steps", 32, int, "Steps per block", "denoising steps per block (quota per step = block length // steps)",
-         1, 4096, decoders=(DIFFUSION,), step=1),
+         1, 4096, decoders=(DIFFUSION,), step=1, ui_hi=128),
     Knob("threshold", 0.95, float, "Threshold", "commit every guess more confident than this (low_confidence_dynamic)",
          0.0, 1.0, decoders=(DIFFUSION,), step=0.01),
     Knob("strategy", "low_confidence_dynamic", str, "Strategy", "which masked positions a step commits",
          choices=strategy_names, decoders=(DIFFUSION,)),
     Knob("temperature", 0.0, float, "Temperature", "0 = deterministic (argmax; confidences from the temperature-1 softmax)",
          0.0, 10.0, step=0.05),
-    Knob("top_k", 0, int, "Top-k", "sample from the k most likely tokens (0 = all)", 0, 1_000_000, step=1),
-    Knob("top_p", 1.0, float, "Top-p", "sample from the smallest set of tokens with this much probability", 1e-6, 1.0, step=0.01),
+    Knob("top_k", 0, int, "Top-k", "sample from the k most likely tokens (0 = all)", 0, 1_000_000, step=1, ui_hi=200,
+         advanced=True),
+    Knob("top_p", 1.0, float, "Top-p", "sample from the smallest set of tokens with this much probability", 1e-6, 1.0,
+         step=0.01, advanced=True),
     Knob("seed", 0, int, "Seed", "seed of the sampler (temperature > 0, random strategy)", 0, 2**31 - 1, step=1),
-    Knob("max_new_tokens", 1024, int, "Max tokens", "tokens per region at most", 1, 1_000_000, step=1),
+    Knob("max_new_tokens", 1024, int, "Max tokens", "tokens per region at most", 1, 1_000_000, step=1, ui_hi=4096),
 )
 KNOB = {k.name: k for k in KNOBS}
 

@@ -19,7 +19,7 @@ from mudiff_viz.inputs.page import Page
 
 def decode_two_stage(
     backend, page: Page, decode: Decode, params, progress: Callable[[int, int], None] | None = None,
-    layout_prompt: str = "detection",
+    layout_prompt: str = "detection", snapshot=None,
 ) -> Trace:
     """Layout pass (asked with ``layout_prompt``), then recognition of every detected block; one Trace."""
     if not backend.supports_layout:
@@ -29,4 +29,5 @@ def decode_two_stage(
     extra = {"mode": "layout", "layout_prompt": layout_prompt, "layout_blocks": len(blocks)}
     if not blocks:
         return merge_traces([layout_trace], extra_params=extra)
-    return decode_sequential(backend, page, blocks, decode, params, progress, before=[layout_trace], extra_params=extra)
+    return decode_sequential(backend, page, blocks, decode, params, progress, before=[layout_trace], extra_params=extra,
+                             snapshot=snapshot)
