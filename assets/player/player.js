@@ -6,6 +6,12 @@
  * A pane may carry "short" (its name in chart readouts), "colour" and "dash" (its chart style). Everything is computed here from that one
  * payload: no server round trip per frame.
  *
+ * Streaming: a payload with "stream" (an id) and "partial": true is a snapshot of a decode still
+ * running; load() (or a second MudiffPlayer.mount on the same element, which reuses the player) with
+ * the same stream id keeps the user's place (frame or time, playing, options, pinned and focused
+ * token; at the last frame it follows the new end) and returns true. A "decoding… (live)" badge
+ * shows while partial. Block-wise traces are told by "block_length" (AR has none), not by name.
+ *
  * Frames: s = 0..N. Frame 0 is the start of decoding (prefill done, nothing committed); frame s > 0
  * shows the outcome of forward s-1: what it committed and the guesses it left on masked positions.
  * Wall-time clock: time t maps to the number of forwards finished by t.
@@ -134,6 +140,71 @@
       for (let k = 0; k < this.N; k++) this.cumKept[k + 1] = this.cumKept[k] + ser.kept[k];
       this.nKept = 0;
       for (let i = 0; i < this.n; i++) if (!this.filler[i]) this.nKept++;
+      // block-wise decoders (diffusion or any registered one) carry a block length; AR does not
+      this.blockwise = p.block_length != null;
+      this.region = Int32Array.from(s.region);
+      this.pos = Int32Array.from(s.pos);
+      this.occluded = Uint8Array.from(s.occluded || []);
+      this.nOccludedBoxes = (p.page && p.page.occluded ? p.page.occluded.length : 0);
+      this.hasOcclusion = this.nOccludedBoxes > 0 || this.occluded.some((v) => v);
+      this.order = this.blockwise && p.recorded ? this.decodingOrder() : null;
+      // cells drawn masked (or as a guess) at each frame, as compute() draws them: slot i from frame
+      // open[i] through frame commit[i] (a filler no later than its block's last frame)
+      const diff = new Int32Array(this.N + 2);
+      for (let i = 0; i < this.n; i++) {
+        const a = Math.max(0, this.open[i]);
+        let b = this.commit[i] >= 0 ? this.commit[i] + 1 : this.N + 1;
+        if (this.filler[i] && this.close[i] >= 0) b = Math.min(b, this.close[i] + 2);
+        if (a < Math.min(b, this.N + 1)) { diff[a]++; diff[Math.min(b, this.N + 1)]--; }
+      }
+      this.maskedAt = new Int32Array(this.N + 1);
+      for (let s = 0, acc = 0; s <= this.N; s++) { acc += diff[s]; this.maskedAt[s] = acc; }
+    }
+    decodingOrder() {
+      // per committed token (fillers excluded): its position in its block and the denoising step of
+      // its block at which it was committed (commit - open + 1: a block's slots all open at its first
+      // forward); sorted by commit forward, so "committed up to frame s" is a prefix
+      const L = this.p.block_length || 1, n = this.n;
+      const blockEnd = new Map();
+      const bkey = (i) => this.region[i] * 1048576 + Math.floor(this.pos[i] / L);
+      for (let i = 0; i < n; i++) {
+        if (this.commit[i] < 0) continue;
+        const k = bkey(i);
+        const v = blockEnd.get(k);
+        if (v === undefined || this.commit[i] > v) blockEnd.set(k, this.commit[i]);
+      }
+      const idx = [];
+      for (let i = 0; i < n; i++) if (!this.filler[i] && this.commit[i] >= 0) idx.push(i);
+      idx.sort((a, b) => this.commit[a] - this.commit[b] || a - b);
+      const m = idx.length;
+      const slot = Int32Array.from(idx), x = new Int32Array(m), y = new Int32Array(m), at = new Int32Array(m);
+      const first = new Int32Array(m + 1), occ = new Int32Array(m + 1), occLast = new Int32Array(m + 1);
+      let ymax = 1;
+      for (let j = 0; j < m; j++) {
+        const i = idx[j];
+        x[j] = this.pos[i] % L;
+        y[j] = this.commit[i] - this.open[i] + 1;
+        at[j] = this.commit[i];
+        ymax = Math.max(ymax, y[j]);
+        const steps = blockEnd.get(bkey(i)) - this.open[i] + 1;
+        first[j + 1] = first[j] + (y[j] === 1 ? 1 : 0);
+        occ[j + 1] = occ[j] + (this.occluded[i] ? 1 : 0);
+        occLast[j + 1] = occLast[j] + (this.occluded[i] && y[j] === steps ? 1 : 0);
+      }
+      return { slot, x, y, at, first, occ, occLast, ymax, L, n: m };
+    }
+    committedBefore(f) {
+      // tokens (of the decoding-order chart) committed by forwards < f: a prefix of the sorted order
+      const at = this.order.at;
+      let lo = 0, hi = at.length;
+      while (lo < hi) { const mid = (lo + hi) >> 1; if (at[mid] < f) lo = mid + 1; else hi = mid; }
+      return lo;
+    }
+    slotKey(i) { return this.region[i] + ":" + this.pos[i]; }
+    slotOfKey(key) {
+      // the slot of (region, position) in this model: slot indexes shift when a snapshot grows
+      for (let i = 0; i < this.n; i++) if (this.region[i] + ":" + this.pos[i] === key) return i;
+      return -1;
     }
     tokenText(id) {
       if (id < 0) return "";
@@ -216,7 +287,13 @@
       const body = el("div", compact ? "mp-body mp-body-compact" : "mp-body");
       this.pageBox = el("div", "mp-page");
       this.textBox = el("div", "mp-text");
+      // one tab stop; arrow keys then move a focus ring from token to token (roving tabindex)
       this.textBox.setAttribute("tabindex", "0");
+      this.textBox.setAttribute("role", "group");
+      this.textBox.setAttribute("aria-label", "decoded text: arrow keys move between tokens, Enter pins a token's card, Escape unpins");
+      this.focusI = -1; // the token holding the roving tab stop (-1: the text box holds it)
+      this.lastFocus = -1;
+      this.selected = -1;
       body.appendChild(this.pageBox);
       body.appendChild(this.textBox);
       this.root.appendChild(body);
@@ -231,6 +308,9 @@
       this.spans = new Array(m.n);
       const frag = document.createDocumentFragment();
       this.lineEls = [];
+      this.lineSlots = []; // per line: its slots in text order (keyboard navigation)
+      this.slotLine = new Int32Array(m.n);
+      this.slotCol = new Int32Array(m.n);
       const fillerByRegion = p.regions.map(() => []);
       for (let i = 0; i < m.n; i++) if (m.filler[i]) fillerByRegion[s.region[i]].push(i);
       p.regions.forEach((r, ri) => {
@@ -239,14 +319,20 @@
         const num = el("span", "mp-lineno", String(ri + 1));
         line.appendChild(num);
         const toks = el("span", "mp-toks");
+        const order = [];
         const add = (i) => {
           const sp = el("span", m.filler[i] ? "filler" : "token");
           sp.dataset.i = String(i);
+          sp.setAttribute("tabindex", "-1");
           toks.appendChild(sp);
           this.spans[i] = sp;
+          this.slotLine[i] = ri;
+          this.slotCol[i] = order.length;
+          order.push(i);
         };
         for (let k = 0; k < r.n; k++) add(r.start + k);
         fillerByRegion[ri].forEach(add);
+        this.lineSlots.push(order);
         line.appendChild(toks);
         frag.appendChild(line);
         this.lineEls.push(line);
@@ -261,11 +347,17 @@
       svg.setAttribute("aria-label", "page with token boxes");
       const stack = el("div", "mp-stack");
       if (p.page.image) {
-        // the page raster is an <img> in its own layer under the SVG: recolouring boxes never re-rasters it
-        const img = el("img", "mp-page-img");
-        img.alt = "page";
-        img.decoding = "async";
-        img.src = p.page.image;
+        // the page raster is an <img> in its own layer under the SVG: recolouring boxes never re-rasters it.
+        // A streamed snapshot of the same decode reuses the decoded image: no blank frame while it re-decodes
+        const cache = this.player._imgCache;
+        let img = cache && cache.get(p.page.image);
+        if (img) cache.delete(p.page.image);
+        else {
+          img = el("img", "mp-page-img");
+          img.alt = "page";
+          img.decoding = "async";
+          img.src = p.page.image;
+        }
         stack.appendChild(img);
       } else {
         sv("rect", { x: 0, y: 0, width: W, height: H, fill: "#fff", stroke: "#bbb" }, svg);
@@ -277,6 +369,16 @@
         rect.dataset.region = String(ri);
         return rect;
       });
+      const occ = (p.page && p.page.occluded) || [];
+      if (occ.length) {
+        // words blanked on the page by the occlusion probe: dashed outlines over the (blank) paper
+        const occLayer = sv("g", { class: "mp-occluded" }, svg);
+        occLayer.setAttribute("pointer-events", "none");
+        occ.forEach((b) => {
+          const r = sv("rect", { x: b[0], y: b[1], width: Math.max(1, b[2] - b[0]), height: Math.max(1, b[3] - b[1]), class: "mp-occ" }, occLayer);
+          sv("title", {}, r).textContent = "word blanked on the page (occlusion probe)";
+        });
+      }
       const boxLayer = sv("g", { class: "mp-boxes" }, svg);
       this.rects = new Array(m.n);
       this.hasBoxes = false;
@@ -300,6 +402,13 @@
         });
         boxLayer.parentNode.appendChild(boxLayer); // boxes on top
       }
+      // the scale at which page text reads on a phone: its median token (else line) box ~20 px tall
+      const hs = [];
+      for (let i = 0; i < m.n && hs.length < 400; i++) if (boxes[i]) hs.push(boxes[i][3] - boxes[i][1]);
+      if (!hs.length) p.regions.forEach((r) => hs.push(r.bbox[3] - r.bbox[1]));
+      hs.sort((a, b) => a - b);
+      const hMed = hs.length ? Math.max(4, hs[hs.length >> 1]) : 30;
+      this.readScale = Math.min(1, 20 / hMed);
       this.svg = svg;
       this.stack = stack;
       this.img = stack.querySelector("img");
@@ -329,6 +438,8 @@
       const [x, y, w, h] = view === "page" ? [0, 0, W, H] : this.textExtent();
       this.svg.setAttribute("viewBox", `${x} ${y} ${w} ${h}`);
       this.stack.style.aspectRatio = `${w} / ${h}`;
+      // narrow screens: never narrower than this (the page box scrolls instead), so its text stays readable
+      this.stack.style.setProperty("--mp-readable-w", Math.round(w * this.readScale) + "px");
       if (this.img) {
         const st = this.img.style;
         st.width = (100 * W / w) + "%";
@@ -345,9 +456,14 @@
       const colourBy = opts.colourBy, ramp = RAMPS[colourBy] || RAMPS.confidence;
       const correct = p.slots.correct;
       const N = Math.max(1, m.N - 1), under = opts.underline, ghosts = opts.ghosts;
+      const occl = m.occluded;
+      // the header counts what is drawn: cells shown masked (or as a guess) and cells committed now
+      let nMasked = 0, nNow = 0;
       for (let i = 0; i < m.n; i++) {
         let state = st[i];
         const e = ea[i];
+        if (state === MASKED || state === GHOST) nMasked++;
+        else if (state === NOW) nNow++;
         let cand = -1, conf = 0;
         if (state === GHOST) {
           if (ghosts) { cand = m.ecand[e]; conf = m.econf[e]; } else state = MASKED;
@@ -371,6 +487,7 @@
           let cls = (m.filler[i] ? "filler " : "token ") + STATE_CLASS[state];
           if (low) cls += " low";
           if (m.stop[i] || (raw !== null && SPECIAL.test(raw))) cls += " special";
+          if (occl[i]) cls += " occ";
           if (this.selected === i) cls += " sel";
           sp.className = cls;
           if ((state === NOW || state === DONE) && m.filler[i]) {
@@ -397,6 +514,7 @@
           if (r) {
             let rc = "mp-box " + STATE_CLASS[state];
             if (low) rc += " low";
+            if (occl[i]) rc += " occ";
             if (this.selected === i) rc += " sel";
             r.setAttribute("class", rc);
             if (state === NOW || state === DONE) r.setAttribute("fill", ramp[ci].solid);
@@ -420,14 +538,22 @@
           this.lineEls[ri].classList.toggle("active", state === 2);
         }
       });
-      this.renderHeader(s, active.size);
+      this.renderHeader(s, active.size, nMasked, nNow);
+      // a focused token that scrubbing hid (not reached yet): keep the focus in the text box
+      const fi = this.focusI;
+      if (fi >= 0 && (st[fi] === UNREACHED || st[fi] === HIDDEN) && document.activeElement === this.spans[fi]) {
+        this.spans[fi].setAttribute("tabindex", "-1");
+        this.focusI = -1;
+        this.textBox.setAttribute("tabindex", "0");
+        this.textBox.focus({ preventScroll: true });
+      }
     }
     activeRegions(s) {
       const m = this.m, set = new Set();
       if (s >= 1 && s <= m.N) for (let e = m.tickStart[s - 1]; e < m.tickStart[s]; e++) set.add(m.p.slots.region[m.eslot[e]]);
       return set;
     }
-    renderHeader(s, nActive) {
+    renderHeader(s, nActive, nMasked, nNow) {
       const m = this.m, p = m.p, ser = p.series, k = s - 1;
       const parts = [];
       const done = m.cumKept[Math.min(s, m.N)];
@@ -436,45 +562,52 @@
         this.setHeader(parts, "This trace was recorded without per-step data: only commit times are known.");
         return;
       }
-      if (p.decoder === "diffusion") {
+      if (m.blockwise) {
         const B = p.n_blocks || 1;
-        if (s === 0) {
-          parts.push(`block 1/${B}`, `step 0/${ser.steps[0] || 0}`, `masks left ${m.tickStart[1] - m.tickStart[0]}`, "committed this step 0");
-        } else {
-          parts.push(`block ${(ser.block[k] == null ? 0 : ser.block[k]) + 1}/${B}`, `step ${ser.step[k]}/${ser.steps[k]}`,
-            `masks left ${ser.masks_left[k]}`, `committed this step ${ser.committed[k]}`);
-        }
+        if (s === 0) parts.push(`block 1/${B}`, `step 0/${ser.steps[0] || 0}`);
+        else parts.push(`block ${(ser.block[k] == null ? 0 : ser.block[k]) + 1}/${B}`, `step ${ser.step[k]}/${ser.steps[k]}`);
+        parts.push(`masks left ${nMasked}`, `committed this step ${nNow}`);
       } else {
-        parts.push(`token step ${s}/${m.N}`, `lines decoding ${s === 0 ? p.regions.length : nActive}`,
-          `committed this step ${s === 0 ? 0 : ser.committed[k]}`);
+        parts.push(`token step ${s}/${m.N}`, `lines decoding ${s === 0 ? p.regions.length : nActive}`, `committed this step ${nNow}`);
       }
-      this.setHeader(parts, this.explain(s));
+      this.setHeader(parts, this.explain(s, nNow));
     }
     setHeader(parts, caption) {
       const text = parts.join(" · ");
       if (text !== this._headerText) { this.header.textContent = text; this._headerText = text; }
       if (caption !== this._caption) { this.caption.textContent = caption; this._caption = caption; }
     }
-    explain(s) {
+    explain(s, nNow) {
       const m = this.m, p = m.p, ser = p.series, k = s - 1;
       if (s === 0) {
-        return p.decoder === "diffusion"
+        return m.blockwise
           ? `Start: the page is encoded (prefill ${fmtS(m.prefill)}); each line's first block of ${p.block_length} positions is all masks.`
           : `Start: the page is encoded (prefill ${fmtS(m.prefill)}); each line will be read one token per forward pass.`;
       }
       const lines = ser.regions[k];
-      if (p.decoder !== "diffusion") return `Forward ${s}: every line still decoding (${lines}) appends exactly one token.`;
+      const nLines = lines === 1 ? "1 line" : `${lines} lines`;
+      if (!m.blockwise) return `Forward ${s}: every line still decoding (${lines}) appends exactly one token.`;
       const th = p.threshold;
       const strategy = (p.params.strategy || "").replace(/_/g, " ");
       const forced = ser.forced[k] ? ` ${ser.forced[k]} forced at the step limit.` : "";
+      const positions = (n) => (n === 1 ? "1 position" : `${n} positions`);
       if (th != null && ser.above) {
         const above = ser.above[k];
-        if (above >= ser.committed[k]) return `Forward ${s}: ${above} guesses above the ${th} threshold were committed, over ${lines} line(s).${forced}`;
-        const g = above === 1 ? "guess" : "guesses";
-        if (lines === 1) return `Forward ${s}: only ${above} ${g} passed the ${th} threshold, so the quota committed the ${ser.committed[k]} most confident.${forced}`;
-        return `Forward ${s}: ${above} ${g} passed the ${th} threshold; lines where too few passed committed their most confident guesses instead (the quota): ${ser.committed[k]} committed over ${lines} lines.${forced}`;
+        if (nNow === 0) return `Forward ${s}: nothing was committed at this step (${above === 0 ? "no guess" : above === 1 ? "1 guess" : `${above} guesses`} above the ${th} threshold).${forced}`;
+        if (above > 0 && above >= nNow) {
+          return `Forward ${s}: ${above === 1 ? "the 1 guess" : `all ${above} guesses`} above the ${th} threshold ${above === 1 ? "was" : "were"} committed, over ${nLines}.${forced}`;
+        }
+        const most = nNow === 1 ? "the most confident guess" : `the ${nNow} most confident`;
+        if (lines === 1) {
+          return above === 0
+            ? `Forward ${s}: no guess passed the ${th} threshold, so the quota committed ${most}.${forced}`
+            : `Forward ${s}: only ${above === 1 ? "1 guess" : `${above} guesses`} passed the ${th} threshold, so the quota committed ${most}.${forced}`;
+        }
+        return above === 0
+          ? `Forward ${s}: no guess passed the ${th} threshold, so each line committed its most confident guesses instead (the quota): ${positions(nNow)} over ${nLines}.${forced}`
+          : `Forward ${s}: ${above === 1 ? "1 guess" : `${above} guesses`} passed the ${th} threshold; lines where too few passed committed their most confident guesses instead (the quota): ${positions(nNow)} over ${nLines}.${forced}`;
       }
-      return `Forward ${s}: ${strategy || "policy"} committed ${ser.committed[k]} position(s) over ${lines} line(s).${forced}`;
+      return `Forward ${s}: ${strategy || "policy"} committed ${positions(nNow)} over ${nLines}.${forced}`;
     }
     select(i, scroll) {
       const prev = this.selected;
@@ -489,9 +622,107 @@
       sp && sp.classList.add("sel");
       r && r.classList.add("sel");
       this.lastKey[i] = -1;
-      if (scroll === "text" && sp) sp.scrollIntoView({ block: "nearest", inline: "nearest" });
-      if (scroll === "page" && r) r.scrollIntoView({ block: "nearest", inline: "nearest" });
+      // scroll only the panel that shows it: the window stays where the user put it
+      if (scroll === "text" && sp) scrollWithin(this.textBox, sp);
+      if (scroll === "page" && r) scrollWithin(this.pageBox, r);
     }
+    // ----- keyboard: roving tabindex over the tokens of the text box
+    shown(i) { const st = this.m.state[i]; return i >= 0 && i < this.m.n && st !== UNREACHED && st !== HIDDEN; }
+    focusToken(i, quiet) {
+      // the roving tab stop moves to token i (quiet: it already has the focus, or keep every scroll)
+      const prev = this.focusI;
+      if (prev >= 0 && prev !== i && this.spans[prev]) this.spans[prev].setAttribute("tabindex", "-1");
+      this.focusI = i;
+      this.lastFocus = i;
+      const sp = this.spans[i];
+      sp.setAttribute("tabindex", "0");
+      this.textBox.setAttribute("tabindex", "-1");
+      if (document.activeElement !== sp) sp.focus({ preventScroll: true });
+      if (quiet) return;
+      scrollWithin(this.textBox, sp);
+      const r = sp.getBoundingClientRect();
+      if (r.top < 0 || r.bottom > window.innerHeight) sp.scrollIntoView({ block: "nearest", inline: "nearest" });
+    }
+    leaveTokens() {
+      // the text box is the one tab stop again; the last token is remembered for the next arrow key
+      if (this.focusI >= 0 && this.spans[this.focusI]) this.spans[this.focusI].setAttribute("tabindex", "-1");
+      this.focusI = -1;
+      this.textBox.setAttribute("tabindex", "0");
+    }
+    navigate(key, i) {
+      // the slot the focus moves to from slot i (-1: from the text box itself); i when there is none
+      const L = this.lineSlots;
+      if (i < 0) {
+        if (key !== "Home" && key !== "End") {
+          for (const j of [this.lastFocus, this.selected]) if (j != null && this.shown(j)) return j;
+        }
+        const dir = key === "End" ? -1 : 1;
+        for (let li = dir > 0 ? 0 : L.length - 1; li >= 0 && li < L.length; li += dir) {
+          const line = L[li];
+          for (let c = dir > 0 ? 0 : line.length - 1; c >= 0 && c < line.length; c += dir) if (this.shown(line[c])) return line[c];
+        }
+        return -1;
+      }
+      const li = this.slotLine[i], line = L[li];
+      if (key === "Home" || key === "End") {
+        const dir = key === "Home" ? 1 : -1;
+        for (let c = dir > 0 ? 0 : line.length - 1; c >= 0 && c < line.length; c += dir) if (this.shown(line[c])) return line[c];
+        return i;
+      }
+      if (key === "ArrowLeft" || key === "ArrowRight") {
+        const dir = key === "ArrowRight" ? 1 : -1;
+        let l = li, c = this.slotCol[i] + dir;
+        for (;;) {
+          if (c < 0 || c >= L[l].length) {
+            l += dir;
+            if (l < 0 || l >= L.length) return i;
+            c = dir > 0 ? 0 : L[l].length - 1;
+            continue;
+          }
+          if (this.shown(L[l][c])) return L[l][c];
+          c += dir;
+        }
+      }
+      return this.verticalTarget(i, key === "ArrowDown" ? 1 : -1);
+    }
+    verticalTarget(i, dir) {
+      // the token on the next (previous) visual row nearest in x: wrapped lines count as rows
+      const L = this.lineSlots;
+      const cur = this.spans[i].getBoundingClientRect();
+      const cx = (cur.left + cur.right) / 2;
+      let l = this.slotLine[i], c = this.slotCol[i], row = null, best = -1, bestD = Infinity;
+      for (let guard = 0; guard < 4000; guard++) {
+        c += dir;
+        if (c < 0 || c >= L[l].length) {
+          l += dir;
+          if (l < 0 || l >= L.length) break;
+          c = dir > 0 ? -1 : L[l].length;
+          continue;
+        }
+        const j = L[l][c];
+        if (!this.shown(j)) continue;
+        const r = this.spans[j].getBoundingClientRect();
+        if (!r.height) continue;
+        const mid = (r.top + r.bottom) / 2;
+        if (row === null) {
+          if (dir > 0 ? mid <= cur.bottom : mid >= cur.top) continue; // still on the current row
+          row = mid;
+        } else if (Math.abs(mid - row) > r.height / 2) break; // past the target row
+        const d = Math.abs((r.left + r.right) / 2 - cx);
+        if (d < bestD) { bestD = d; best = j; }
+      }
+      return best >= 0 ? best : i;
+    }
+  }
+
+  function scrollWithin(box, target) {
+    // scroll the box (not the window) so that the target is inside it, with a small margin
+    const b = box.getBoundingClientRect(), r = target.getBoundingClientRect(), pad = 12;
+    if (!b.height || !r.height) return;
+    if (r.top < b.top + pad) box.scrollTop -= b.top + pad - r.top;
+    else if (r.bottom > b.bottom - pad) box.scrollTop += Math.min(r.bottom - b.bottom + pad, r.top - b.top - pad);
+    if (r.left < b.left + pad) box.scrollLeft -= b.left + pad - r.left;
+    else if (r.right > b.right - pad) box.scrollLeft += Math.min(r.right - b.right + pad, r.left - b.left - pad);
   }
 
   function displayToken(text) {
@@ -501,36 +732,55 @@
   }
 
   // ---- charts tied to the scrubber ----------------------------------------------------------
+  // The SVGs stretch to their box (viewBox 300 x 110, no aspect ratio): every label is HTML next to
+  // them, so its size is the CSS size (>= 11 px) on any screen, never scaled with the chart.
   const CHARTS = [
-    { key: "masks_left", title: "Masks left in open blocks", y: (ser, k) => ser.masks_left[k], kind: "area" },
+    { key: "masks_left", title: "Masks left in open blocks", y: (ser, k, m) => m.maskedAt[k + 1], kind: "area" },
     { key: "committed", title: "Tokens committed per forward", y: (ser, k) => ser.committed[k], kind: "bar" },
     { key: "conf", title: "Guess confidence: min and mean vs threshold", y: (ser, k) => ser.conf_mean[k], y2: (ser, k) => ser.conf_min[k], kind: "conf", max: 1 },
     { key: "progress", title: "Text committed so far", kind: "progress", max: 1 },
   ];
-
   const LINES_CHART = { key: "lines", title: "Lines still decoding (AR has no masks)", y: (ser, k) => ser.regions[k], kind: "area" };
+  const ORDER_CHART = { key: "order", title: "Decoding order: step within its block vs position in the block", kind: "order" };
+  const PADL = 3, PADR = 3;
 
   class Charts {
     constructor(player) {
       this.player = player;
       this.root = el("div", "mp-charts");
-      const allAr = player.models.every((m) => m.p.decoder === "ar");
+      const allAr = player.models.every((m) => !m.blockwise);
       const defs = CHARTS.map((c) => (c.key === "masks_left" && allAr ? LINES_CHART : c));
+      if (player.models.some((m) => m.order)) defs.push(ORDER_CHART);
       this.charts = defs.map((c) => {
         const box = el("figure", "mp-chart");
-        const cap = el("figcaption", "", c.title);
-        box.appendChild(cap);
+        box.dataset.chart = c.key;
+        box.appendChild(el("figcaption", "", c.title));
+        const plot = el("div", "mp-plot");
+        const yax = el("div", "mp-yax");
+        const yTop = el("span", "mp-lab"), yBot = el("span", "mp-lab");
+        yax.appendChild(yTop); yax.appendChild(yBot);
+        const area = el("div", "mp-area");
         const svg = sv("svg", { viewBox: "0 0 300 110", preserveAspectRatio: "none", class: "mp-chart-svg" });
-        box.appendChild(svg);
+        svg.setAttribute("aria-hidden", "true");
+        area.appendChild(svg);
+        const xax = el("div", "mp-xax");
+        const xL = el("span", "mp-lab"), xR = el("span", "mp-lab");
+        xax.appendChild(xL); xax.appendChild(xR);
+        plot.appendChild(yax); plot.appendChild(area); plot.appendChild(xax);
+        box.appendChild(plot);
+        const key = c.kind === "order" ? el("div", "mp-chart-key") : null;
+        if (key) box.appendChild(key);
         const read = el("div", "mp-chart-read");
         box.appendChild(read);
         this.root.appendChild(box);
-        svg.addEventListener("click", (ev) => {
-          const r = svg.getBoundingClientRect();
-          const fx = (ev.clientX - r.left) / r.width;
-          this.player.seekFraction((fx * 300 - PADL) / (300 - PADL - PADR));
-        });
-        return { c, svg, read };
+        if (c.kind !== "order") {
+          svg.addEventListener("click", (ev) => {
+            const r = svg.getBoundingClientRect();
+            const fx = (ev.clientX - r.left) / r.width;
+            this.player.seekFraction((fx * 300 - PADL) / (300 - PADL - PADR));
+          });
+        }
+        return { c, svg, read, area, key, labels: { yTop, yBot, xL, xR } };
       });
     }
     build() {
@@ -539,14 +789,18 @@
       this.charts.forEach((ch) => {
         const svg = ch.svg;
         while (svg.firstChild) svg.removeChild(svg.firstChild);
+        ch.area.querySelectorAll(".mp-lab-th").forEach((e) => e.remove());
+        ch._t = null;
+        if (ch.c.kind === "order") { this.buildOrder(ch); return; }
         let ymax = ch.c.max || 1;
-        if (!ch.c.max) pl.models.forEach((m) => { for (let k = 0; k < m.N; k++) ymax = Math.max(ymax, ch.c.y(m.p.series, k) || 0); });
+        if (!ch.c.max) pl.models.forEach((m) => { for (let k = 0; k < m.N; k++) ymax = Math.max(ymax, ch.c.y(m.p.series, k, m) || 0); });
         const Y = (v) => 100 - (v / ymax) * 88;
         sv("line", { x1: PADL, x2: 300 - PADR, y1: 100, y2: 100, class: "mp-axis" }, svg);
-        const lab = sv("text", { x: PADL - 3, y: 15, class: "mp-tick", "text-anchor": "end" }, svg);
-        lab.textContent = ch.c.max ? (ch.c.key === "progress" ? "100%" : "1") : String(ymax);
-        const lab0 = sv("text", { x: PADL - 3, y: 100, class: "mp-tick", "text-anchor": "end" }, svg);
-        lab0.textContent = "0";
+        ch.labels.yTop.textContent = ch.c.max ? (ch.c.key === "progress" ? "100%" : "1") : String(ymax);
+        ch.labels.yBot.textContent = "0";
+        ch.labels.xL.textContent = pl.clock === "wall" ? "0 s" : "0";
+        ch.labels.xR.textContent = pl.clock === "wall" ? fmtS(pl.maxTime()) : "forward " + pl.maxFrame();
+        const thresholds = new Set();
         pl.models.forEach((m, mi) => {
           const colour = pl.models.length > 1 ? pl.colourOf(mi) : null;
           const ser = m.p.series;
@@ -563,7 +817,7 @@
           if (ch.c.kind === "bar" || ch.c.kind === "area") {
             let d = `M${xOf(m, 0).toFixed(1)},100`;
             for (let k = 0; k < m.N; k++) {
-              const v = ch.c.y(ser, k) || 0, x0 = xOf(m, k), x1 = xOf(m, k + 1);
+              const v = ch.c.y(ser, k, m) || 0, x0 = xOf(m, k), x1 = xOf(m, k + 1);
               d += `L${x0.toFixed(1)},${Y(v).toFixed(1)}L${x1.toFixed(1)},${Y(v).toFixed(1)}`;
             }
             d += `L${xOf(m, m.N).toFixed(1)},100Z`;
@@ -584,22 +838,91 @@
               if (colour) path.style.stroke = colour;
               if (m.p.dash && !j) path.style.strokeDasharray = "6 3";
             });
-            if (m.p.threshold != null) {
+            if (m.p.threshold != null && !thresholds.has(m.p.threshold)) {
+              thresholds.add(m.p.threshold);
               const ty = Y(m.p.threshold);
               sv("line", { x1: PADL, x2: 300 - PADR, y1: ty, y2: ty, class: "mp-threshold" }, svg);
-              const t = sv("text", { x: 300 - PADR, y: ty - 2, class: "mp-tick", "text-anchor": "end" }, svg);
-              t.textContent = "threshold " + m.p.threshold;
+              const t = el("span", "mp-lab mp-lab-th", "threshold " + m.p.threshold);
+              t.style.top = (100 * ty / 110).toFixed(1) + "%";
+              ch.area.appendChild(t);
             }
           }
         });
         ch.cursor = sv("line", { x1: PADL, x2: PADL, y1: 4, y2: 104, class: "mp-cursor" }, svg);
-        const xl = sv("text", { x: 300 - PADR, y: 109, class: "mp-tick", "text-anchor": "end" }, svg);
-        xl.textContent = pl.clock === "wall" ? fmtS(pl.maxTime()) : "forward " + pl.maxFrame();
       });
+    }
+    buildOrder(ch) {
+      // one mark per committed token of each block-wise pane, all drawn once; a frame only shows or
+      // hides the marks whose commit forward it crossed (no per-frame rebuild)
+      const pl = this.player, svg = ch.svg;
+      const ms = pl.models.filter((m) => m.order);
+      const L = Math.max(...ms.map((m) => m.order.L));
+      const ymax = Math.max(2, ...ms.map((m) => m.order.ymax));
+      const w = 300 - PADL - PADR, cw = w / L, rh = 100 / ymax;
+      ch.labels.yTop.textContent = "step " + ymax;
+      ch.labels.yBot.textContent = "step 1";
+      ch.labels.xL.textContent = "position 0";
+      ch.labels.xR.textContent = "position " + (L - 1);
+      sv("line", { x1: PADL, x2: 300 - PADR, y1: 105, y2: 105, class: "mp-axis" }, svg);
+      const dw = Math.max(1.2, Math.min(cw * 0.72, 9)), dh = Math.max(1.2, Math.min(rh * 0.72, 9));
+      ch.orders = pl.models.map((m, mi) => {
+        if (!m.order) return null;
+        const o = m.order;
+        const g = sv("g", { class: "mp-dots" }, svg);
+        g.style.color = pl.colourOf(mi);
+        const dots = new Array(o.n), base = new Array(o.n);
+        for (let j = 0; j < o.n; j++) {
+          const cx = PADL + (o.x[j] + 0.5) * cw, cy = 104 - (o.y[j] - 0.5) * rh;
+          base[j] = "mp-dot" + (m.occluded[o.slot[j]] ? " occ" : "");
+          dots[j] = sv("rect", { x: (cx - dw / 2).toFixed(2), y: (cy - dh / 2).toFixed(2), width: dw.toFixed(2), height: dh.toFixed(2), class: base[j] + " off" }, g);
+        }
+        return { m, dots, base, lo: 0, hi: 0 }; // dots [0, hi) shown, [lo, hi) committed at this frame
+      });
+      const key = ch.key;
+      while (key.firstChild) key.removeChild(key.firstChild);
+      const item = (cls, text) => {
+        const k = el("span", "mp-key-item");
+        const sw = sv("svg", { viewBox: "0 0 10 10", width: 10, height: 10, class: "mp-key-svg" });
+        sv("rect", { x: 1, y: 1, width: 8, height: 8, class: cls }, sw);
+        if (cls.indexOf("occ") < 0 && cls.indexOf("now") < 0) sw.style.color = pl.colourOf(pl.models.indexOf(ms[0]));
+        k.appendChild(sw);
+        k.appendChild(el("span", "", text));
+        key.appendChild(k);
+      };
+      item("mp-dot", "token");
+      item("mp-dot now", "committed this step");
+      if (ms.some((m) => m.hasOcclusion)) item("mp-dot occ", "blanked word (occlusion probe)");
+    }
+    updateOrder(ch) {
+      const pl = this.player;
+      const parts = [];
+      ch.orders.forEach((od) => {
+        if (!od) return;
+        const m = od.m, o = m.order, s = pl.frameOf(m);
+        const hi = m.committedBefore(s), lo = s >= 1 ? m.committedBefore(s - 1) : hi;
+        const a = Math.min(od.lo, lo), b = Math.max(od.hi, hi);
+        for (let j = a; j < b; j++) {
+          const cls = j >= hi ? od.base[j] + " off" : j >= lo ? od.base[j] + " now" : od.base[j];
+          od.dots[j].setAttribute("class", cls);
+        }
+        od.lo = lo; od.hi = hi;
+        const who = pl.models.length > 1 ? pl.shortName(m) + ": " : "";
+        if (!hi) { parts.push(who + "no token committed yet"); return; }
+        let t = `${who}${pct(o.first[hi] / hi)} committed at their block's first step so far (${o.first[hi]}/${hi})`;
+        if (m.hasOcclusion) {
+          const n = o.occ[hi];
+          t += n ? ` · blanked words: ${o.occLast[hi]}/${n} tokens at their block's last step (${pct(o.occLast[hi] / n)})`
+            : " · blanked words: none of their tokens committed so far";
+        }
+        parts.push(t);
+      });
+      const t = parts.join(" · ");
+      if (t !== ch._t) { ch.read.textContent = t; ch._t = t; }
     }
     update() {
       const pl = this.player, x = pl.cursorX();
       this.charts.forEach((ch) => {
+        if (ch.c.kind === "order") { this.updateOrder(ch); return; }
         if (ch.cursor) { ch.cursor.setAttribute("x1", x.toFixed(1)); ch.cursor.setAttribute("x2", x.toFixed(1)); }
         const parts = pl.models.map((m, mi) => {
           const s = pl.frameOf(m), k = s - 1, ser = m.p.series;
@@ -611,16 +934,26 @@
             const a = ser.conf_mean[k], b = ser.conf_min[k];
             return who + (a == null ? "–" : `mean ${a.toFixed(2)}, min ${b.toFixed(2)}`);
           }
-          return who + String(ch.c.y(ser, k));
+          return who + String(ch.c.y(ser, k, m));
         });
         const t = parts.join(" · ");
         if (t !== ch._t) { ch.read.textContent = t; ch._t = t; }
       });
     }
   }
-  const PADL = 26, PADR = 6;
 
   // ---- the player: controls, panes, charts, tooltip -------------------------------------------
+  function listOf(payload) { return payload.mode === "compare" ? payload.panes : [payload]; }
+  function streamKey(payload) {
+    // the id of a streamed decode (every snapshot of one decode carries it); null: not streamed
+    const ids = listOf(payload).map((p) => (p && p.stream != null ? String(p.stream) : null));
+    if (!ids.some((v) => v !== null)) return null;
+    return (payload.mode === "compare" ? "compare\u0001" : "") + ids.join("\u0001");
+  }
+  const HINT = "Hover a token or a box for its alternatives; click or tap to pin it here. Keyboard: Tab to the text, arrow keys move between tokens, Enter pins, Esc unpins.";
+  const NAV_KEYS = new Set(["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End"]);
+  const NARROW = "(max-width: 900px)"; // one column: panes stack, the pinned card docks under its pane
+
   class Player {
     constructor(root) {
       this.root = root;
@@ -634,38 +967,64 @@
       this.speedForward = 8; // forwards per second
       this.speedWall = 1; // x real time
       this.pinned = null;
+      this.streamKey = null;
+      this.models = [];
+      this.panes = [];
       this._raf = null;
+      this.pointer = "mouse"; // the last pointer's type: a touch never opens the floating tooltip
       this.onKey = this.onKey.bind(this);
+      this.onPointer = (ev) => { this.pointer = ev.pointerType || "mouse"; };
       root.addEventListener("keydown", this.onKey);
+      root.addEventListener("pointerover", this.onPointer, true);
+      root.addEventListener("pointerdown", this.onPointer, true);
+      // the pinned card docks under its pane on narrow screens: follow a rotation or a resize
+      this.onMedia = () => this.placeInspect(this.pinned ? this.pinned.pane : null);
+      this.media = typeof window.matchMedia === "function" ? window.matchMedia(NARROW) : null;
+      if (this.media && this.media.addEventListener) this.media.addEventListener("change", this.onMedia);
     }
     load(payload) {
+      // returns true when the payload was a later snapshot of the decode on screen (same stream id)
+      // and the user's place was kept; false when it replaced the result (a caller may scroll to it)
+      const ok = !!(payload && payload.kind === "mudiff-player");
+      const key = ok ? streamKey(payload) : null;
+      if (ok && key !== null && key === this.streamKey && this.models.length && this.panesBox) {
+        this.refresh(payload);
+        return true;
+      }
       this.pause();
       const root = this.root;
       while (root.firstChild) root.removeChild(root.firstChild);
+      // every DOM reference cached on the player belongs to the previous result: drop them all (a
+      // kept legend would be rebuilt detached, a kept readout text would never be written again)
+      this.legend = null;
+      this._label = null;
       this.pinned = null;
-      if (!payload || payload.kind !== "mudiff-player") {
+      this.hover = null;
+      this.inspect = this.tip = this.strip = this.charts = this.panesBox = this.liveBadge = null;
+      this.playBtn = this.scrub = this.clockLabel = this.clockSel = this.speedSel = this.colourSel = null;
+      this.stripCursors = [];
+      this.streamKey = key;
+      if (!ok) {
         const empty = el("div", "mp-empty", payload && payload.message ? payload.message : "Run a decode (or load a trace) to see it here, step by step.");
         root.appendChild(empty);
         this.models = [];
         this.panes = [];
-        return;
+        return false;
       }
-      // ghost text colours: the theme's text colour faded by confidence (rgba, resolved once: cheap to paint)
-      const fg = (getComputedStyle(root).color.match(/[\d.]+/g) || [29, 31, 35]).slice(0, 3).map(Number);
-      this.ghostColours = RAMPS.confidence.map((_, i) => `rgba(${fg[0]},${fg[1]},${fg[2]},${(0.2 + 0.8 * i / 100).toFixed(2)})`);
-      const list = payload.mode === "compare" ? payload.panes : [payload];
+      this.resolveGhostColours();
+      const list = listOf(payload);
       this.compare = list.length > 1;
       this.models = list.map((p) => new TraceModel(p));
       if (payload.options) Object.assign(this.opts, payload.options);
       this.buildControls();
       this.buildLegend();
       const grid = payload.layout === "grid" && list.length > 2;
-      const panesBox = el("div", this.compare ? "mp-panes mp-compare" + (grid ? " mp-grid" : "") : "mp-panes");
+      this.panesBox = el("div", this.compare ? "mp-panes mp-compare" + (grid ? " mp-grid" : "") : "mp-panes");
       this.panes = this.models.map((m, i) => new Pane(this, m, i, this.compare));
-      this.panes.forEach((p) => panesBox.appendChild(p.root));
-      root.appendChild(panesBox);
+      this.panes.forEach((p) => this.panesBox.appendChild(p.root));
+      root.appendChild(this.panesBox);
       this.inspect = el("div", "mp-inspect");
-      this.inspect.appendChild(el("div", "mp-inspect-hint", "Hover a token or a box for its alternatives; click to pin it here (Esc to unpin)."));
+      this.inspect.appendChild(el("div", "mp-inspect-hint", HINT));
       root.appendChild(this.inspect);
       this.strip = el("div", "mp-strip");
       root.appendChild(this.strip);
@@ -675,8 +1034,84 @@
       this.tip.hidden = true;
       root.appendChild(this.tip);
       this.bindHover();
+      this.setLive(list.some((p) => p.partial));
       this.setClock("forward");
-      this.seekFrame(this.compare ? 0 : this.maxFrame());
+      // one opening frame for one trace and for a comparison: the finished result (Play restarts from 0)
+      this.seekFrame(this.maxFrame());
+      return false;
+    }
+    refresh(payload) {
+      // the same decode, more frames (a streamed snapshot): rebuild the panes and charts in place and
+      // keep the frame or time (or the end, when the user was following it), playing, the options,
+      // the pinned token, the focused token and the scroll positions
+      const place = this.savePlace();
+      this.pause();
+      const list = listOf(payload);
+      this.models = list.map((p) => new TraceModel(p));
+      this.compare = list.length > 1;
+      this.resolveGhostColours();
+      this.hover = null;
+      this.tip.hidden = true;
+      this.placeInspect(null);
+      const cache = new Map();
+      this.panes.forEach((p) => { if (p.img) cache.set(p.img.getAttribute("src"), p.img); });
+      this._imgCache = cache;
+      this.panes = this.models.map((m, i) => new Pane(this, m, i, this.compare));
+      this._imgCache = null;
+      this.panesBox.replaceChildren(...this.panes.map((p) => p.root));
+      this.bindHover();
+      this.updateColourModes();
+      this.buildLegend();
+      const charts = new Charts(this);
+      this.root.replaceChild(charts.root, this.charts.root);
+      this.charts = charts;
+      this.setLive(list.some((p) => p.partial));
+      this.applyClock();
+      if (place.following) { this.s = this.maxFrame(); this.t = this.maxTime(); }
+      else { this.s = Math.min(place.s, this.maxFrame()); this.t = Math.min(place.t, this.maxTime()); }
+      this.redraw(true);
+      this.panes.forEach((p, pi) => {
+        const sc = place.scroll[pi];
+        if (sc) { p.textBox.scrollTop = sc[0]; p.textBox.scrollLeft = sc[1]; p.pageBox.scrollTop = sc[2]; p.pageBox.scrollLeft = sc[3]; }
+        const lf = place.lastFocus[pi];
+        if (lf != null) { const i = p.m.slotOfKey(lf); if (i >= 0) p.lastFocus = i; }
+      });
+      if (place.pinned && this.panes[place.pinned.pane]) {
+        const i = this.panes[place.pinned.pane].m.slotOfKey(place.pinned.slot);
+        if (i >= 0) this.pin(place.pinned.pane, i, null);
+        else this.unpin();
+      }
+      const f = place.focus, fp = f && this.panes[f.pane];
+      if (fp) {
+        const i = f.slot != null ? fp.m.slotOfKey(f.slot) : -1;
+        if (i >= 0 && fp.shown(i)) fp.focusToken(i, true);
+        else fp.textBox.focus({ preventScroll: true });
+      }
+      if (place.playing && !this.atEnd()) this.startLoop();
+    }
+    savePlace() {
+      const ae = document.activeElement;
+      let focus = null;
+      this.panes.forEach((pane, pi) => {
+        if (focus || !ae || !pane.textBox.contains(ae)) return;
+        focus = ae === pane.textBox ? { pane: pi } : { pane: pi, slot: ae.dataset && ae.dataset.i != null ? pane.m.slotKey(Number(ae.dataset.i)) : null };
+      });
+      const pin = this.pinned && this.panes[this.pinned.pane];
+      return {
+        s: this.s, t: this.t, following: this.atEnd(), playing: this.playing, focus,
+        pinned: pin ? { pane: this.pinned.pane, slot: pin.m.slotKey(this.pinned.i) } : null,
+        scroll: this.panes.map((p) => [p.textBox.scrollTop, p.textBox.scrollLeft, p.pageBox.scrollTop, p.pageBox.scrollLeft]),
+        lastFocus: this.panes.map((p) => (p.lastFocus != null && p.lastFocus >= 0 ? p.m.slotKey(p.lastFocus) : null)),
+      };
+    }
+    resolveGhostColours() {
+      // ghost text colours: the theme's text colour faded by confidence (rgba, resolved once: cheap to paint)
+      const fg = (getComputedStyle(this.root).color.match(/[\d.]+/g) || [29, 31, 35]).slice(0, 3).map(Number);
+      this.ghostColours = RAMPS.confidence.map((_, i) => `rgba(${fg[0]},${fg[1]},${fg[2]},${(0.2 + 0.8 * i / 100).toFixed(2)})`);
+    }
+    setLive(on) {
+      this.partial = !!on;
+      if (this.liveBadge) this.liveBadge.hidden = !on;
     }
     colourOf(i) {
       // the pane's own colour if it names one; else diffusion blue, AR vermilion (as in the plotly
@@ -734,6 +1169,11 @@
       bar.appendChild(scrub);
       this.clockLabel = el("span", "mp-clock");
       bar.appendChild(this.clockLabel);
+      this.liveBadge = el("span", "mp-live", "decoding… (live)");
+      this.liveBadge.setAttribute("role", "status");
+      this.liveBadge.title = "the decode is still running: new steps are added as they arrive";
+      this.liveBadge.hidden = true;
+      bar.appendChild(this.liveBadge);
       const row2 = el("div", "mp-controls mp-controls-2");
       const field = (label, input) => {
         const l = el("label", "mp-field");
@@ -751,14 +1191,12 @@
       };
       this.clockSel = field("Clock", select("mp-clocksel", [["forward", "forward passes"], ["wall", "wall time"]], "forward", (v) => this.setClock(v)));
       this.speedSel = field("Speed", select("mp-speed", [], "", (v) => this.setSpeed(Number(v))));
-      const colourModes = [["confidence", "confidence"], ["commit", "commit step"]];
-      if (this.models.some((m) => (m.p.slots.correct || []).some((c) => c >= 0))) colourModes.push(["correct", "right vs ground truth"]);
-      if (!colourModes.some(([v]) => v === this.opts.colourBy)) this.opts.colourBy = "confidence";
-      field("Colour by", select("mp-colour", colourModes, this.opts.colourBy, (v) => { this.opts.colourBy = v; this.buildLegend(); this.redraw(true); }));
+      this.colourSel = field("Colour by", select("mp-colour", [], "", (v) => { this.opts.colourBy = v; this.buildLegend(); this.redraw(true); }));
+      this.updateColourModes();
       field("Page", select("mp-pageview", [["text", "fit the text"], ["page", "whole page"]], this.opts.pageView, (v) => { this.opts.pageView = v; this.panes.forEach((p) => p.setView(v)); }));
       const ghosts = el("input", "mp-ghosts");
       ghosts.type = "checkbox";
-      ghosts.checked = true;
+      ghosts.checked = !!this.opts.ghosts; // the option outlives a result: the box shows it
       ghosts.addEventListener("change", () => { this.opts.ghosts = ghosts.checked; this.redraw(true); });
       field("Show guesses", ghosts);
       const under = el("input", "mp-under");
@@ -770,6 +1208,18 @@
       this.root.appendChild(bar);
       this.root.appendChild(row2);
     }
+    updateColourModes() {
+      const modes = [["confidence", "confidence"], ["commit", "commit step"]];
+      if (this.models.some((m) => (m.p.slots.correct || []).some((c) => c >= 0))) modes.push(["correct", "right vs ground truth"]);
+      if (!modes.some(([v]) => v === this.opts.colourBy)) this.opts.colourBy = "confidence";
+      const sel = this.colourSel;
+      const have = Array.from(sel.options).map((o) => o.value).join();
+      if (have !== modes.map(([v]) => v).join()) {
+        while (sel.firstChild) sel.removeChild(sel.firstChild);
+        modes.forEach(([v, t]) => { const o = el("option", "", t); o.value = v; sel.appendChild(o); });
+      }
+      if (sel.value !== this.opts.colourBy) sel.value = this.opts.colourBy;
+    }
     buildLegend() {
       if (!this.legend) { this.legend = el("div", "mp-legend"); this.root.appendChild(this.legend); }
       const lg = this.legend;
@@ -777,11 +1227,13 @@
       const states = [["st-unreached", "not yet reached", ""], ["st-masked", "masked", MASK_GLYPH], ["st-ghost", "ghost guess (faded by confidence)", "g"],
         ["st-now", "committed this step", "a"], ["st-done", "committed earlier", "a"], ["st-done low", "low confidence (< " + this.opts.underline + ")", "a"],
         ["filler st-done", "filled after end of text (discarded)", FILLER_GLYPH]];
+      if (this.models.some((m) => m.hasOcclusion)) states.push(["token st-done occ", "word blanked on the page (occlusion probe): dashed outline on the page, dashed underline in the text", "ab"]);
       const stBox = el("div", "mp-legend-states");
       states.forEach(([cls, label, sample]) => {
         const item = el("span", "mp-legend-item");
+        item.dataset.legend = cls;
         const sw = el("span", "mp-swatch " + cls, sample || "·");
-        if (cls.startsWith("st-now") || cls.startsWith("st-done")) { sw.style.background = RAMPS.confidence[90].bg; sw.style.color = RAMPS.confidence[90].fg; }
+        if (/^(st-now|st-done|token st-done)/.test(cls)) { sw.style.background = RAMPS.confidence[90].bg; sw.style.color = RAMPS.confidence[90].fg; }
         if (cls === "st-done low") { sw.style.background = RAMPS.confidence[30].bg; sw.style.color = RAMPS.confidence[30].fg; }
         if (cls === "st-ghost") sw.style.color = "color-mix(in srgb, var(--mp-fg) 55%, transparent)";
         item.appendChild(sw);
@@ -828,19 +1280,17 @@
         : [[1, "1 forward/s"], [2, "2 /s"], [4, "4 /s"], [8, "8 /s"], [16, "16 /s"], [32, "32 /s"], [64, "64 /s"]];
       opts.forEach(([val, t]) => { const o = el("option", "", t); o.value = String(val); sel.appendChild(o); });
       sel.value = String(v === "wall" ? this.speedWall : this.speedForward);
-      if (v === "wall") {
-        this.scrub.max = String(Math.round(1000 * this.maxTime()));
-        this.scrub.step = "1";
-        this.t = wasTime;
-      } else {
-        this.scrub.max = String(this.maxFrame());
-        this.scrub.step = "1";
-        // keep the frame of the first pane
-        this.s = this.models.length ? this.models[0].frameAtTime(wasTime) : 0;
-      }
+      if (v === "wall") this.t = wasTime;
+      else this.s = this.models.length ? this.models[0].frameAtTime(wasTime) : 0; // keep the frame of the first pane
+      this.applyClock();
+      this.redraw(false);
+    }
+    applyClock() {
+      // the scrubber's range and the charts' x axis follow the clock (and the models: a snapshot grows)
+      this.scrub.max = String(this.clock === "wall" ? Math.round(1000 * this.maxTime()) : this.maxFrame());
+      this.scrub.step = "1";
       this.charts.build();
       this.buildStrip();
-      this.redraw(false);
     }
     currentTime() {
       if (!this.models || !this.models.length) return 0;
@@ -911,6 +1361,9 @@
     play() {
       if (!this.models.length) return;
       if (this.atEnd()) { if (this.clock === "wall") this.t = 0; else this.s = 0; }
+      this.startLoop();
+    }
+    startLoop() {
       this.playing = true;
       this.setPlayButton(true);
       let last = performance.now(), acc = 0;
@@ -969,7 +1422,7 @@
       if (this.pinned) this.showDetails(this.inspect, this.pinned.pane, this.pinned.i, true);
       if (this.hover && !this.tip.hidden) this.showDetails(this.tip, this.hover.pane, this.hover.i, false);
     }
-    // ----- hover / click details
+    // ----- hover / click / keyboard details
     bindHover() {
       this.panes.forEach((pane, pi) => {
         const find = (ev) => {
@@ -977,6 +1430,7 @@
           return t && pane.root.contains(t) ? Number(t.dataset.i) : -1;
         };
         const over = (ev) => {
+          if (this.pointer === "touch") return; // a tap pins the card; no floating tooltip over the text
           const i = find(ev);
           if (i < 0) return;
           this.hover = { pane: pi, i };
@@ -993,11 +1447,7 @@
         const click = (ev, scroll) => {
           const i = find(ev);
           if (i < 0) return;
-          this.pinned = { pane: pi, i };
-          this.panes.forEach((p, j) => p.select(j === pi ? i : null, null));
-          pane.select(i, scroll);
-          this.showDetails(this.inspect, pi, i, true);
-          this.inspect.classList.add("pinned");
+          this.pin(pi, i, scroll);
         };
         [pane.textBox, pane.svg].forEach((box) => {
           box.addEventListener("mouseover", over);
@@ -1006,7 +1456,62 @@
         });
         pane.textBox.addEventListener("click", (ev) => click(ev, "page"));
         pane.svg.addEventListener("click", (ev) => click(ev, "text"));
+        // keyboard: the text box is one tab stop; arrows rove over the tokens (see Pane.navigate)
+        pane.textBox.addEventListener("keydown", (ev) => this.onTextKey(ev, pane, pi));
+        pane.textBox.addEventListener("focusin", (ev) => {
+          const t = ev.target;
+          if (t !== pane.textBox && t.dataset && t.dataset.i != null && pane.focusI !== Number(t.dataset.i)) pane.focusToken(Number(t.dataset.i), true);
+        });
+        pane.textBox.addEventListener("focusout", (ev) => {
+          if (!ev.relatedTarget || !pane.textBox.contains(ev.relatedTarget)) pane.leaveTokens();
+        });
       });
+    }
+    onTextKey(ev, pane, pi) {
+      if (ev.altKey || ev.ctrlKey || ev.metaKey) return;
+      const t = ev.target, k = ev.key;
+      const i = t !== pane.textBox && t.dataset && t.dataset.i != null ? Number(t.dataset.i) : -1;
+      if (NAV_KEYS.has(k)) {
+        ev.preventDefault();
+        ev.stopPropagation(); // not a frame step: the focus is in the text
+        const j = pane.navigate(k, i);
+        if (j >= 0) pane.focusToken(j);
+      } else if (i >= 0 && (k === "Enter" || k === " ")) {
+        ev.preventDefault();
+        ev.stopPropagation();
+        this.pin(pi, i, "page");
+      } else if (k === "Escape") {
+        ev.preventDefault();
+        ev.stopPropagation();
+        this.unpin();
+        pane.leaveTokens();
+        pane.textBox.focus({ preventScroll: true });
+      }
+    }
+    narrow() { return !!(this.media && this.media.matches); }
+    pin(pi, i, scroll) {
+      const pane = this.panes[pi];
+      this.pinned = { pane: pi, i };
+      this.panes.forEach((p, j) => { if (j !== pi) p.select(null, null); });
+      pane.select(i, scroll);
+      const narrow = this.narrow();
+      if (narrow || this.pointer === "touch") { this.tip.hidden = true; this.hover = null; }
+      this.placeInspect(pi);
+      this.showDetails(this.inspect, pi, i, true);
+      this.inspect.classList.add("pinned");
+      if (narrow && scroll) {
+        // show the card (docked under the text it belongs to) without scrolling its token away
+        const r = this.inspect.getBoundingClientRect(), tok = pane.spans[i].getBoundingClientRect();
+        const by = Math.min(r.bottom - window.innerHeight + 8, tok.top - 8);
+        if (by > 0) window.scrollBy(0, by);
+      }
+    }
+    placeInspect(pi) {
+      // wide: one card under the panes; narrow (panes stacked): under the pane of the pinned token
+      const box = this.inspect;
+      if (!box) return;
+      if (pi != null && this.narrow()) { if (box.parentNode !== this.panes[pi].root) this.panes[pi].root.appendChild(box); }
+      else if (this.panesBox && this.panesBox.nextSibling !== box) this.panesBox.after(box);
     }
     placeTip(ev) {
       const r = this.root.getBoundingClientRect();
@@ -1027,22 +1532,24 @@
       head.appendChild(q);
       head.appendChild(el("span", "mp-d-where", `${p.regions.length > 1 ? "line " + (p.slots.region[i] + 1) + ", " : ""}position ${p.slots.pos[i] + 1}` +
         (m.filler[i] ? " · after the end-of-text token (discarded)" : m.stop[i] ? " · end of text" : "")));
-      if (pinned) {
-        const x = el("button", "mp-d-close", "×");
-        x.type = "button";
-        x.setAttribute("aria-label", "unpin");
-        x.addEventListener("click", () => this.unpin());
-        head.appendChild(x);
-      }
       box.appendChild(head);
       const c = m.commit[i];
       const corr = p.slots.correct ? p.slots.correct[i] : -1;
       if (corr >= 0) head.appendChild(el("span", corr ? "mp-d-ok" : "mp-d-bad", corr ? "✓ matches the ground truth" : "✗ differs from the ground truth"));
+      if (pinned) {
+        const x = el("button", "mp-d-close", "×");
+        x.type = "button";
+        x.setAttribute("aria-label", "close this card (unpin, Esc)");
+        x.title = "close (Esc)";
+        x.addEventListener("click", () => { this.unpin(); pane.textBox.focus({ preventScroll: true }); });
+        head.appendChild(x);
+      }
       const status = el("div", "mp-d-status");
       status.appendChild(el("strong", "", STATE_NAMES[state === GHOST && !this.opts.ghosts ? MASKED : state]));
       if (c >= 0) status.appendChild(el("span", "", ` · committed at forward ${c + 1} (t = ${fmtS(m.time[c])}) with confidence ${pct(m.filler[i] ? (e >= 0 ? m.econf[e] : 0) : m.conf[i])}`));
       else status.appendChild(el("span", "", " · never committed (decode stopped)"));
       box.appendChild(status);
+      if (m.occluded[i]) box.appendChild(el("div", "mp-d-occ", "This word was blanked on the page (occlusion probe): the model had only the context to go on."));
       // top-5 at the current step, else at commit
       let te = e, label = `Top-5 at forward ${s} (this step)`;
       const hist = m.history(i);
@@ -1087,7 +1594,7 @@
           h.appendChild(chip);
         });
         box.appendChild(h);
-      } else if (hist.length === 1 && p.decoder === "diffusion") {
+      } else if (hist.length === 1 && m.blockwise) {
         box.appendChild(el("div", "mp-d-label", "Committed at the first forward that saw it: no earlier guesses."));
       }
     }
@@ -1097,13 +1604,16 @@
       const box = this.inspect;
       while (box.firstChild) box.removeChild(box.firstChild);
       box.classList.remove("pinned");
-      box.appendChild(el("div", "mp-inspect-hint", "Hover a token or a box for its alternatives; click to pin it here (Esc to unpin)."));
+      box.appendChild(el("div", "mp-inspect-hint", HINT));
+      this.placeInspect(null);
       this.redraw(true);
     }
     onKey(ev) {
       if (!this.models || !this.models.length) return;
+      if (ev.altKey || ev.ctrlKey || ev.metaKey) return;
       const tag = ev.target && ev.target.tagName;
-      if (tag === "INPUT" && ev.target.type !== "range" || tag === "SELECT") return;
+      if (tag === "INPUT" && ev.target.type !== "range" || tag === "SELECT" || tag === "TEXTAREA") return;
+      if (tag === "BUTTON" && (ev.key === " " || ev.key === "Enter")) return; // the button's own action
       if (ev.key === " ") { ev.preventDefault(); this.toggle(); }
       else if (ev.key === "ArrowRight") { ev.preventDefault(); this.pause(); this.stepBy(1); }
       else if (ev.key === "ArrowLeft") { ev.preventDefault(); this.pause(); this.stepBy(-1); }
@@ -1111,8 +1621,15 @@
       else if (ev.key === "End") { ev.preventDefault(); this.pause(); this.seekFrame(this.maxFrame()); }
       else if (ev.key === "Escape") this.unpin();
     }
-    destroy() { this.pause(); this.root.removeEventListener("keydown", this.onKey); }
+    destroy() {
+      this.pause();
+      this.root.removeEventListener("keydown", this.onKey);
+      this.root.removeEventListener("pointerover", this.onPointer, true);
+      this.root.removeEventListener("pointerdown", this.onPointer, true);
+      if (this.media && this.media.removeEventListener) this.media.removeEventListener("change", this.onMedia);
+    }
   }
+
 
   function injectCss(css) {
     if (!css || typeof document === "undefined" || document.getElementById("mudiff-player-css")) return;
@@ -1124,10 +1641,14 @@
 
   global.MudiffPlayer = {
     mount(root, payload, css) {
+      // a second mount on the same element reuses its player: a later snapshot of the decode on
+      // screen (same stream id) keeps the user's place; anything else replaces the result
       injectCss(css);
-      if (root.__mudiffPlayer) root.__mudiffPlayer.destroy();
-      const player = new Player(root);
-      root.__mudiffPlayer = player;
+      let player = root.__mudiffPlayer;
+      if (!player) {
+        player = new Player(root);
+        root.__mudiffPlayer = player;
+      }
       player.load(payload);
       return player;
     },

@@ -24,10 +24,11 @@ def js_on_load() -> str:
 const mount = element.querySelector('.mp-mount');
 const player = MudiffPlayer.mount(mount, props.value, MP_CSS);
 watch('value', () => {
-  player.load(props.value);
-  // a fresh result below the fold (or scrolled past): bring the player up, keeping the summary line above it
+  const kept = player.load(props.value);
+  // a fresh result below the fold (or scrolled past): bring the player up, keeping the summary line
+  // above it; a streamed frame of the same decode (kept = true) never moves the page
   const v = props.value;
-  if (v && v.kind === 'mudiff-player') {
+  if (!kept && v && v.kind === 'mudiff-player') {
     const top = mount.getBoundingClientRect().top;
     if (top > 0.55 * window.innerHeight || top < 0) window.scrollBy({top: top - 90, behavior: 'smooth'});
   }
