@@ -138,8 +138,11 @@ def killed_and_resumed(corpus) -> dict:
     (run_dir,) = list((store / "tokens").glob("*"))
     orphan = run_dir / "part-00099.parquet"
     orphan.write_bytes(next(run_dir.glob("part-*.parquet")).read_bytes())
+    half_written = run_dir / ".part-00100.parquet.tmp"
+    half_written.write_bytes(b"PAR1 cut off")
     summary = run_corpus(corpus["inputs"], store, models=MODEL, dpi=DPI, chunk_pages=8)
-    return {"store": store, "killed_rc": proc.returncode, "before": before, "summary": summary, "orphan": orphan}
+    return {"store": store, "killed_rc": proc.returncode, "before": before, "summary": summary,
+            "leftovers": [orphan, half_written]}
 
 
 @pytest.fixture(scope="module")
@@ -162,12 +165,15 @@ def test_a_killed_run_resumes_without_duplicates(corpus, killed_and_resumed):
     pages = _rows(r["store"], "pages")
     keys = [(p["page_id"], p["decoder"]) for p in pages]
     assert len(keys) == len(set(keys)) == 2 * (N_PDF + N_IMAGES + 2)
-    assert not r["orphan"].exists()  # the half-written chunk was cleaned up
+    assert not any(p.exists() for p in r["leftovers"])  # the half-written chunk was cleaned up
     tokens = _rows(r["store"], "tokens")
     token_keys = {(t["page_id"], t["decoder"], t["region"], t["index"]) for t in tokens}
     assert len(token_keys) == len(tokens) == sum(p["tokens"] or 0 for p in pages)
     again = run_corpus(corpus["inputs"], r["store"], models=MODEL, dpi=DPI)
     assert again.decoded == 0 and again.skipped == len(keys)  # a finished run has nothing left to do
+    retried = run_corpus(corpus["inputs"], r["store"], models=MODEL, dpi=DPI, retry_failed=True)
+    assert (retried.decoded, retried.failed) == (4, 4)  # the two hostile pages, again, in place of their rows
+    assert sorted((p["page_id"], p["decoder"]) for p in _rows(r["store"], "pages")) == sorted(keys)
 
 
 def test_hostile_pages_fail_alone_with_one_line_errors(killed_and_resumed):
@@ -362,7 +368,8 @@ def test_lateness_by_hand(tmp_path):
     assert {r["decoder"] for r in tables["step_by_position"]} == {"diffusion"}  # AR has no blocks
     # block 0 took 3 steps, so lateness = (step - 1) / 2; block 1 took one step: lateness 0
     by_class = {r["char_class"]: r for r in tables["lateness_by_class"]}
-    assert {c: (r["tokens"], r["mean_step"], r["mean_lateness"], r["last_step_share"]) for c, r in by_class.items()} == {
+    summary = {c: (r["tokens"], r["mean_step"], r["mean_lateness"], r["last_step_share"]) for c, r in by_class.items()}
+    assert summary == {
         "letter": (1, 1.0, 0.0, 0.0), "digit": (1, 2.0, 0.5, 0.0), "space": (1, 1.0, 0.0, 0.0),
         "punctuation": (1, 3.0, 1.0, 1.0)}  # the stop token has no class
     by_pos = {r["pos_in_block"]: (r["tokens"], r["mean_step"]) for r in tables["step_by_position"]}

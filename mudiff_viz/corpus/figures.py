@@ -123,7 +123,8 @@ def build_figures(tables: dict, points: list[dict]) -> dict[str, go.Figure]:
                                    "Lateness by character class", "character class",
                                    "mean lateness (0 = block's first step, 1 = its last)"),
         "lateness_by_distance": _bars(tables["lateness_by_distance"], "distance", "mean_lateness",
-                                      "Lateness by distance to an occluded word", "tokens to the nearest occluded token",
+                                      "Lateness by distance to an occluded word",
+                                      "tokens to the nearest occluded token",
                                       "mean lateness (0 = block's first step, 1 = its last)"),
         "calibration": calibration(tables["calibration_bins"], tables["calibration_error"]),
     }

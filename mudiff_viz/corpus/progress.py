@@ -35,7 +35,7 @@ class ProgressBar:
                 self._tqdm = self._tqdm_class(total=total, unit="page", file=self.stream, dynamic_ncols=True)
             self._tqdm.total = total
             self._tqdm.update(done - self._tqdm.n)
-            self._tqdm.set_postfix_str(message[-60:], refresh=False)
+            self._tqdm.set_postfix_str(message[:80], refresh=False)
             return
         now = time.monotonic()
         if done < total and now - self.last < self.min_interval_s:

@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Iterator
 
 from mudiff_viz.core.errors import ModelLoadError, UserInputError
 from mudiff_viz.corpus.rows import one_line_error
-from mudiff_viz.corpus.worker import DecodeConfig, PageDecoder, PageTask, Rows, peak_rss_mb, task_failed
+from mudiff_viz.corpus.worker import DecodeConfig, PageDecoder, PageTask, Rows, process_usage, task_failed
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # workers import mudiff_viz and models from here
 IN_FLIGHT = 2  # pages queued per actor: the next page is there when one finishes
@@ -32,15 +32,15 @@ class DecodeActor:
     def __init__(self, config: DecodeConfig):
         self.decoder = PageDecoder(config)
 
-    def ready(self) -> float:
+    def ready(self) -> bool:
         self.decoder.load_models()
-        return peak_rss_mb()
+        return True
 
     def decode(self, task: PageTask, data: bytes) -> Rows:
         return self.decoder.decode(task, data)
 
-    def peak_rss_mb(self) -> float:
-        return peak_rss_mb()
+    def usage(self) -> dict:
+        return process_usage()
 
 
 def probe_address(address: str, timeout_s: float = 5.0) -> None:
@@ -119,7 +119,7 @@ class RayPool:
         self.config = config
         self.actors = [remote.remote(config) for _ in range(n)]
         try:
-            self.start_rss_mb = ray.get([a.ready.remote() for a in self.actors])
+            ray.get([a.ready.remote() for a in self.actors])
         except Exception as exc:  # a model that cannot load fails every actor alike: say it once
             raise ModelLoadError(f"a Ray worker could not load the models: {one_line_error(_cause(exc))}") from None
 
@@ -147,8 +147,9 @@ class RayPool:
             on_result(task, rows)
             submit(actor)
 
-    def peak_rss_mb(self) -> list[float]:
-        return self.ray.get([a.peak_rss_mb.remote() for a in self.actors])
+    def usage(self) -> list[dict]:
+        """Each actor's peak memory and CPU seconds."""
+        return self.ray.get([a.usage.remote() for a in self.actors])
 
 
 def _cause(exc: BaseException) -> BaseException:

@@ -27,10 +27,11 @@ from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits, current
 from mudiff_viz.core.trace import SCHEMA_VERSION
 from mudiff_viz.corpus.grid import ProbeGrid
+from mudiff_viz.corpus.ray_pool import RayPool, connect
 from mudiff_viz.corpus.schema import STORE_VERSION
 from mudiff_viz.corpus.sources import SourceFile, collect_sources
 from mudiff_viz.corpus.store import TraceStore
-from mudiff_viz.corpus.worker import DecodeConfig, PageDecoder, PageTask, Rows, merge_rows, peak_rss_mb
+from mudiff_viz.corpus.worker import DecodeConfig, PageDecoder, PageTask, Rows, merge_rows, process_usage
 from mudiff_viz.decoding.decoders import get_decoder
 from mudiff_viz.decoding.pipeline import make_params
 from mudiff_viz.decoding.settings import KNOBS
@@ -38,6 +39,7 @@ from mudiff_viz.inputs.pages import read_source
 from mudiff_viz.probes.bench import parse_models
 
 Progress = Callable[[int, int, str], None]
+OnResult = Callable[[PageTask, Rows], None]
 
 
 @dataclass
@@ -52,7 +54,7 @@ class RunSummary:
     wall_s: float
     first_page_s: float  # from the start to the first finished page (planning, workers, models)
     workers: int
-    peak_rss_mb: dict = field(default_factory=dict)  # "driver" and, with Ray, "workers" (one each)
+    usage: dict = field(default_factory=dict)  # peak_rss_mb and cpu_s of the "driver" and, on Ray, each of "workers"
 
     @property
     def pages_per_s(self) -> float:
@@ -65,13 +67,13 @@ class RunSummary:
         return (self.pages - 1) / span if self.pages > 1 and span > 0 else 0.0
 
     def line(self) -> str:
-        mem = f"driver {self.peak_rss_mb.get('driver', 0):.0f} MB"
-        if self.peak_rss_mb.get("workers"):
-            mem += ", workers " + " + ".join(f"{v:.0f}" for v in self.peak_rss_mb["workers"]) + " MB"
-        return (f"run {self.run_id}: {self.decoded} decodes written ({self.failed} failed), {self.skipped} already done; "
+        parts = [("driver", self.usage.get("driver"))] + [("worker", u) for u in self.usage.get("workers", [])]
+        mem = ", ".join(f"{name} {u['peak_rss_mb']:.0f} MB / {u['cpu_s']:.0f} CPU s" for name, u in parts if u)
+        return (f"run {self.run_id}: {self.decoded} decodes written ({self.failed} failed), "
+                f"{self.skipped} already done; "
                 f"{self.pages} pages in {self.wall_s:.1f} s = {self.pages_per_s:.2f} pages/s "
                 f"({self.steady_pages_per_s:.2f} after the first page at {self.first_page_s:.1f} s) on {self.workers} "
-                f"worker(s); peak memory {mem} -> {self.store}")
+                f"worker(s); peak memory / CPU time: {mem} -> {self.store}")
 
 
 def run_settings(models: dict[str, str], knobs: dict, dpi: float, threads: int) -> dict:
@@ -210,19 +212,21 @@ def run_corpus(
                   "settings_json": json.dumps(settings, sort_keys=True), "models_json": json.dumps(config.models),
                   "decoders": decoders}
         writer = ChunkWriter(store, record, chunk_pages)
-        n_workers, worker_rss = _decode_all(config, tasks, writer, workers, ray_address, progress, limits)
+        n_workers, worker_usage = _decode_all(config, tasks, writer, workers, ray_address, progress, limits)
     return RunSummary(run_id=run_id, store=Path(out_dir), planned=skipped + sum(len(t.decoders) for t in tasks),
                       skipped=skipped, decoded=writer.decoded, failed=writer.failed, pages=writer.pages,
                       wall_s=time.monotonic() - start, workers=n_workers,
                       first_page_s=(writer.first_result_at or time.monotonic()) - start,
-                      peak_rss_mb={"driver": peak_rss_mb(), **({"workers": worker_rss} if worker_rss else {})})
+                      usage={"driver": process_usage(), **({"workers": worker_usage} if worker_usage else {})})
 
 
 def _decode_all(config: DecodeConfig, tasks: list[PageTask], writer: ChunkWriter, workers: int | None,
-                ray_address: str | None, progress: Progress | None, limits: Limits) -> tuple[int, list[float]]:
+                ray_address: str | None, progress: Progress | None, limits: Limits) -> tuple[int, list[dict]]:
     """Decode the tasks in this process or on Ray, streaming results to the writer; returns the
-    worker count and the workers' peak memory (Ray only)."""
-    total = len(tasks)
+    worker count and the workers' usage (Ray only)."""
+    if not tasks:
+        return 0, []
+    files = FileBytes(tasks, limits)
 
     def on_result(task: PageTask, rows: Rows) -> None:
         files.release(task)
@@ -230,32 +234,39 @@ def _decode_all(config: DecodeConfig, tasks: list[PageTask], writer: ChunkWriter
         if progress:
             status = ", ".join(f"{r['decoder']} {r['status']}" for r in rows["pages"])
             name = f"{Path(task.source.path).name} p{task.page_index + 1}"
-            progress(writer.pages, total, f"{name} {task.variant.label}: {status}")
+            variant = "" if task.variant.untouched else f" [{task.variant.label}]"
+            progress(writer.pages, len(tasks), f"{name}{variant}: {status}")
 
     try:
         if ray_address is None:
-            files = FileBytes(tasks, limits)
-            threads_before = torch.get_num_threads()
-            try:
-                decoder = PageDecoder(config)
-                decoder.load_models()
-                for task in tasks:
-                    on_result(task, decoder.decode(task, files.get(task)))
-            finally:
-                torch.set_num_threads(threads_before)
+            _decode_in_process(config, tasks, files, on_result)
             return 1, []
-        from mudiff_viz.corpus.ray_pool import RayPool, connect
-
-        connected = connect(ray_address, local_cpus=(workers or os.cpu_count() or 1) * config.threads)
-        import ray
-
-        try:
-            files = FileBytes(tasks, limits, put=ray.put)
-            pool = RayPool(config, workers)
-            pool.run(tasks, files.get, on_result)
-            return len(pool.actors), pool.peak_rss_mb()
-        finally:
-            if connected:
-                ray.shutdown()
+        return _decode_on_ray(config, tasks, files, on_result, workers, ray_address)
     finally:
         writer.flush()  # also on Ctrl-C: what finished is kept
+
+
+def _decode_in_process(config: DecodeConfig, tasks: list[PageTask], files: FileBytes, on_result: OnResult) -> None:
+    threads_before = torch.get_num_threads()
+    try:
+        decoder = PageDecoder(config)
+        decoder.load_models()
+        for task in tasks:
+            on_result(task, decoder.decode(task, files.get(task)))
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _decode_on_ray(config: DecodeConfig, tasks: list[PageTask], files: FileBytes, on_result: OnResult,
+                   workers: int | None, ray_address: str) -> tuple[int, list[dict]]:
+    connected = connect(ray_address, local_cpus=(workers or os.cpu_count() or 1) * config.threads)
+    import ray
+
+    try:
+        files.put = ray.put  # each file into the object store once, shared by its pages' tasks
+        pool = RayPool(config, workers)
+        pool.run(tasks, files.get, on_result)
+        return len(pool.actors), pool.usage()
+    finally:
+        if connected:
+            ray.shutdown()

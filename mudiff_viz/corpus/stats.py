@@ -108,7 +108,8 @@ def lateness_by_class(con) -> list[dict]:
 
 
 def distance_bin_sql() -> str:
-    cases = " ".join(f"WHEN distance_to_occlusion BETWEEN {lo} AND {hi} THEN '{label}'" for lo, hi, label in DISTANCE_BINS)
+    cases = " ".join(f"WHEN distance_to_occlusion BETWEEN {lo} AND {hi} THEN '{label}'"
+                     for lo, hi, label in DISTANCE_BINS)
     return f"CASE {cases} ELSE '{NO_OCCLUSION}' END"
 
 
@@ -191,7 +192,8 @@ def corpus_tables(store_dir: str | Path, run_id: str | None = None) -> dict[str,
     try:
         bins, ece = calibration(con)
         return {
-            "runs": query(con, "SELECT run_id, created, decoders, models_json, settings_json FROM runs ORDER BY created"),
+            "runs": query(con, "SELECT run_id, created, decoders, models_json, settings_json FROM runs "
+                               "ORDER BY created"),
             "overview": overview(con),
             "cer_by_condition": cer_by_condition(con),
             "tokens_per_forward": tokens_per_forward(con),

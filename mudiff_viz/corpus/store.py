@@ -59,7 +59,10 @@ class TraceStore:
 
     def parts(self, table: str, run_id: str | None = None) -> list[Path]:
         """The part files of a table (of one run, or of all), in chunk order."""
-        dirs = [self.run_dir(table, run_id)] if run_id else sorted(p for p in (self.root / table).glob("*") if p.is_dir())
+        if run_id:
+            dirs = [self.run_dir(table, run_id)]
+        else:
+            dirs = sorted(p for p in (self.root / table).glob("*") if p.is_dir())
         return [f for d in dirs for f in sorted(d.glob("part-*.parquet")) if _PART.match(f.name)]
 
     def committed_parts(self, table: str, run_id: str | None = None) -> list[Path]:

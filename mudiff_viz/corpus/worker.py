@@ -56,8 +56,12 @@ def page_id(sha256: str, page_index: int, variant: Variant) -> str:
     return f"{sha256[:16]}/p{page_index + 1}/{variant.label}"
 
 
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+def process_usage() -> dict:
+    """This process's peak memory and CPU seconds (its own and its finished children's: the PDF
+    worker processes), what a run reports per worker."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"peak_rss_mb": me.ru_maxrss / 1024.0,
+            "cpu_s": me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime}
 
 
 def merge_rows(parts: list[Rows]) -> Rows:
