@@ -30,18 +30,33 @@ def client(app_url):
     return Client(app_url, verbose=False)
 
 
+DECODE_OUTPUTS = ("status", "warning", "player", "fig_order", "fig_conf", "fig_tpf", "downloads")
+COMPARE_OUTPUTS = ("status", "warning", "player", "table", "diff_note", "diff_ar", "diff_diffusion", "fig_forward",
+                   "fig_wall", "fig_conf", "fig_order", "downloads")
+VIEW_OUTPUTS = ("status", "warning", "player", "fig_order", "fig_conf", "fig_tpf", "downloads", "table", "fig_wall")
+
+
 def value(x):
     """An output's value (gr.update(...) outputs arrive as update dicts)."""
-    return x["value"] if isinstance(x, dict) and x.get("__type__") == "update" else x
+    return x.get("value") if isinstance(x, dict) and x.get("__type__") == "update" else x
 
 
-def decode(client, decoder="diffusion", **over):
+def named(out, names) -> dict:
+    assert len(out) == len(names), (len(out), names)
+    return {n: value(x) for n, x in zip(names, out)}
+
+
+def decode_args(decoder="diffusion", **over) -> dict:
     from gradio_client import handle_file
 
     args = dict(file=handle_file(str(SAMPLE)), page_number=1, spec="nano", decoder=decoder, block_length=8, steps=8,
                 threshold=0.9, temperature=0.0, strategy="low_confidence_dynamic", seed=0, max_tokens=24)
     args.update(over)
-    return tuple(value(x) for x in client.predict(**args, api_name="/decode"))
+    return args
+
+
+def decode(client, decoder="diffusion", **over) -> dict:
+    return named(client.predict(**decode_args(decoder, **over), api_name="/decode"), DECODE_OUTPUTS)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +65,9 @@ def decoded(client):
 
 
 def test_decode_returns_player_payload_figures_and_downloads(decoded):
-    status, payload, fig_order, fig_conf, fig_tpf, (trace_path, html_path) = decoded
+    status, payload = decoded["status"], decoded["player"]
+    fig_order, fig_conf, fig_tpf = decoded["fig_order"], decoded["fig_conf"], decoded["fig_tpf"]
+    trace_path, html_path = decoded["downloads"]
     assert "diffusion" in status and "tokens" in status and "CER" in status  # the sample PDF has a text layer
     assert payload["kind"] == "mudiff-player" and payload["decoder"] == "diffusion"
     assert payload["page"]["image"].startswith("data:image/jpeg;base64,")
@@ -66,8 +83,8 @@ def test_decode_returns_player_payload_figures_and_downloads(decoded):
 
 
 def test_ar_decode(client):
-    _, payload, *_, (trace_path, _) = decode(client, decoder="ar")
-    trace = Trace.load(trace_path)
+    out = decode(client, decoder="ar")
+    payload, trace = out["player"], Trace.load(out["downloads"][0])
     assert trace.decoder == "ar" and check_invariants(trace) == []
     assert payload["series"]["committed"] == payload["series"]["regions"]  # one token per line per forward
 
@@ -75,21 +92,22 @@ def test_ar_decode(client):
 def test_viewer_replays_a_saved_trace_without_a_model(client, decoded):
     from gradio_client import handle_file
 
-    trace_path = decoded[5][0]
-    out = client.predict(files=[handle_file(trace_path)], page_file=None, api_name="/view_trace")
-    status, payload = out[0], value(out[1])
+    trace_path = decoded["downloads"][0]
+    out = named(client.predict(files=[handle_file(trace_path)], page_file=None, api_name="/view_trace"), VIEW_OUTPUTS)
+    status, payload = out["status"], out["player"]
     assert payload["kind"] == "mudiff-player"
     assert payload["page"]["image"], "a trace of a bundled sample finds its page by hash"
-    assert payload["slots"] == decoded[1]["slots"]
+    assert payload["slots"] == decoded["player"]["slots"]
     assert "diffusion" in status
 
 
 def test_viewer_compares_two_traces(client, decoded):
     from gradio_client import handle_file
 
-    ar_path = decode(client, decoder="ar")[5][0]
-    out = client.predict(files=[handle_file(decoded[5][0]), handle_file(ar_path)], page_file=None, api_name="/view_trace")
-    payload = value(out[1])
+    ar_path = decode(client, decoder="ar")["downloads"][0]
+    out = client.predict(files=[handle_file(decoded["downloads"][0]), handle_file(ar_path)], page_file=None,
+                         api_name="/view_trace")
+    payload = named(out, VIEW_OUTPUTS)["player"]
     assert payload["mode"] == "compare"
     assert [p["decoder"] for p in payload["panes"]] == ["ar", "diffusion"]  # AR first, whatever the upload order
 
@@ -100,11 +118,56 @@ def test_compare_endpoint(client):
     out = client.predict(file=handle_file(str(SAMPLE)), page_number=1, spec_diffusion="nano", spec_ar="nano",
                          block_length=8, steps=8, threshold=0.9, strategy="low_confidence_dynamic", max_tokens=16,
                          api_name="/compare")
-    status, payload, table = out[0], value(out[1]), value(out[2])
+    out = named(out, COMPARE_OUTPUTS)
+    payload, table = out["player"], out["table"]
     assert payload["mode"] == "compare" and len(payload["panes"]) == 2
+    assert not payload["partial"] and not any(p["partial"] for p in payload["panes"])
     assert table["headers"] == ["metric", "AR", "diffusion"]
     assert any(r[0] == "CER vs ground truth" for r in table["data"])
-    assert len(value(out[-1])) == 3  # two traces and the offline replay
+    order = next(r for r in table["data"] if r[0].startswith("decoding order vs reading order"))
+    assert order[1] == "1.00 (left to right)" and "(" in order[2]  # the number says what it means
+    assert "exec" not in table["data"][0][1] and "eager" in table["data"][0][1]  # how the forwards ran
+    # word-level diffs: HTML, never a word split across a highlight
+    for key in ("diff_ar", "diff_diffusion"):
+        assert out[key].count('class="mdiff"') == 1
+    assert len(out["downloads"]) == 3  # two traces and the offline replay
+
+
+def test_decode_streams_frames_before_the_result(client):
+    """The player gets the trace so far while the page decodes: partial frames with fewer tokens
+    than the result arrive before it, under the result's stream id."""
+    job = client.submit(**decode_args("diffusion", max_tokens=24), api_name="/decode")
+    job.result()
+    frames = [named(o, DECODE_OUTPUTS)["player"] for o in job.outputs()]
+    final = frames[-1]
+    assert final["kind"] == "mudiff-player" and not final["partial"]
+    assert frames[0]["kind"] == "message"  # the first thing a run shows: the old result is gone
+    partial = [f for f in frames if isinstance(f, dict) and f.get("partial")]
+    assert partial, "no frame arrived before the decode finished"
+    n_final = sum(1 for f in final["slots"]["filler"] if not f)
+    assert sum(1 for f in partial[0]["slots"]["filler"] if not f) < n_final
+    assert all(f["stream"] == final["stream"] for f in partial)
+
+
+def test_decode_with_probes_outlines_the_occluded_words(client):
+    out = decode(client, "ar", occlude_words="0, 3", degrade_dpi=120, probe_seed=1)
+    trace = Trace.load(out["downloads"][0])
+    from mudiff_viz.inputs.pages import load_page
+    from mudiff_viz.probes.perturb import page_words
+
+    words = page_words(load_page(SAMPLE))
+    assert [o.text for o in trace.page.occluded] == [words[0].text, words[3].text]
+    assert len(trace.page.occluded) == 2 and set(trace.page.probes) == {"occlude", "degrade"}
+    assert len(out["player"]["page"]["occluded"]) == 2
+    status = out["status"].replace("\\", "")  # markdown escapes
+    assert "2 word(s) occluded" in status and "dpi=120" in status
+
+
+def test_bad_probe_values_are_one_line_errors(client):
+    with pytest.raises(Exception, match="occluded words are comma-separated word numbers"):
+        decode(client, occlude_words="three")
+    with pytest.raises(Exception, match="word 99999 does not exist"):
+        decode(client, occlude_words="99999")
 
 
 def test_bad_input_is_a_one_line_error(client, tmp_path):

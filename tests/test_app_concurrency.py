@@ -34,10 +34,10 @@ def test_every_model_event_shares_one_slot(demo):
 
 
 def test_model_jobs_hold_the_process_lock():
-    from mudiff_viz.ui import callbacks, shuffle_callbacks
+    from mudiff_viz.ui import jobs, shuffle_tab
     from mudiff_viz.ui.slot import MODEL_LOCK
 
-    for job in (callbacks.decode_job, callbacks.compare_job, shuffle_callbacks.shuffle_job, shuffle_callbacks.bench_job):
+    for job in (jobs.decode_job, shuffle_tab.shuffle_job, shuffle_tab.bench_job):
         assert job.__code__.co_filename.endswith("slot.py"), job  # the model_slot wrapper
     # behaviour: a decode waits while another holder has the slot
     done = threading.Event()
@@ -62,14 +62,14 @@ def test_decode_job_waits_for_the_slot(tiny_models):
     import torch
 
     from mudiff_viz.inputs.pages import load_page
-    from mudiff_viz.ui import callbacks
+    from mudiff_viz.ui import jobs
     from mudiff_viz.ui.slot import MODEL_LOCK
 
     torch.set_num_threads(1)
     page = load_page(SAMPLE)
     out = {}
     knobs = {"max_new_tokens": 8, "block_length": 8, "steps": 8}
-    t = threading.Thread(target=lambda: out.setdefault("trace", callbacks.decode_job(page, str(tiny_models["ar"]), "ar", knobs)))
+    t = threading.Thread(target=lambda: out.setdefault("trace", jobs.decode_job(page, str(tiny_models["ar"]), "ar", knobs)))
     with MODEL_LOCK:
         t.start()
         time.sleep(0.5)
@@ -115,7 +115,7 @@ def test_launch_kwargs_cap_uploads_and_keep_no_history(monkeypatch):
 
 
 def test_old_output_folders_are_pruned(tmp_path):
-    from mudiff_viz.ui.callbacks import prune_outputs
+    from mudiff_viz.ui.common import prune_outputs
 
     old, new = tmp_path / "req-old", tmp_path / "req-new"
     for d in (old, new):
@@ -129,7 +129,7 @@ def test_old_output_folders_are_pruned(tmp_path):
 def test_outside_text_is_inert_in_markdown():
     from markdown_it import MarkdownIt
 
-    from mudiff_viz.ui.callbacks import error_text
+    from mudiff_viz.ui.common import error_text
     from mudiff_viz.views.markdown import md_text
 
     raw = "![x](http://example.invalid/a.png) <img src=x onerror=alert(1)> **b** [l](javascript:x) # h\nnext"

@@ -158,9 +158,9 @@ def test_hostile_pages_in_the_other_tabs(client, corpus):
 
 def test_javascript_pdf_decodes_as_plain_text(client, corpus):
     out = decode(client, corpus / "js.pdf")
-    trace = Trace.load(out[5][0])
+    trace = Trace.load(out[-1][0])
     assert trace.gt_text == "<script>alert(1)</script> <b>bold</b>"
-    payload = out[1]
+    payload = out[2]
     assert payload["regions"][0]["gt"] == trace.gt_text  # data for textContent, never markup
     assert "<script" not in out[0]  # the status line carries no page or model text
 
@@ -181,6 +181,6 @@ def test_oversized_upload_is_refused_by_gradio(client, app_url, corpus):
 def test_good_page_decodes_after_all_that(client, corpus):
     for name in ("bomb.png", "corrupt.pdf", "empty.png"):
         app_error(lambda: decode(client, corpus / name))
-    status, payload, *_ , files = decode(client, SAMPLE, decoder="diffusion")
+    status, _warning, payload, *_ , files = decode(client, SAMPLE, decoder="diffusion")
     assert payload["kind"] == "mudiff-player" and len(payload["regions"]) == 15
     assert Trace.load(files[0]).page.source == "courier-short.pdf" and "CER" in status

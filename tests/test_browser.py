@@ -12,7 +12,7 @@ import os
 import pytest
 
 from tests.test_views import HOSTILE, hostile
-from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, app_page, launched_app, make_tiny_twins
+from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, app_page, launched_app, make_tiny_twins, wait_for_result
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"{CHROMIUM} not found: install Debian's chromium package (apt-get install chromium)", allow_module_level=True)
@@ -46,7 +46,7 @@ def states(pg, root="#player") -> list[str]:
 
 def test_decode_play_scrub_hover(page):
     page.click("#decode-run")
-    page.wait_for_selector("#player .token", timeout=120_000)
+    wait_for_result(page, "#player", timeout=120_000)
     # the result was below the fold: the page scrolls the player up into view
     page.wait_for_function("() => { const t = document.querySelector('#player').getBoundingClientRect().top;"
                            " return window.scrollY > 0 && t >= 0 && t < 0.55 * window.innerHeight; }", timeout=5_000)
@@ -89,7 +89,7 @@ def test_decode_play_scrub_hover(page):
 
 def test_wall_clock_and_keyboard(page):
     page.click("#decode-run")
-    page.wait_for_selector("#player .token", timeout=120_000)
+    wait_for_result(page, "#player", timeout=120_000)
     page.select_option("#player .mp-clocksel", "wall")
     page.eval_on_selector("#player .mp-scrub", "el => { el.value = 0; el.dispatchEvent(new Event('input', {bubbles: true})); }")
     assert "prefill" in page.inner_text("#player .mp-clock")
@@ -111,7 +111,7 @@ def test_viewer_shows_model_markup_as_text(page, tmp_path):
     trace.save(path)
     page.get_by_role("tab", name="Trace viewer").click()
     page.set_input_files("#trace-upload input[type=file]", str(path))
-    page.wait_for_selector("#viewer-player .token", timeout=60_000)
+    wait_for_result(page, "#viewer-player", timeout=60_000)
     page.eval_on_selector("#viewer-player .mp-scrub", "el => { el.value = el.max; el.dispatchEvent(new Event('input', {bubbles: true})); }")
     text = page.inner_text("#viewer-player .mp-text")
     assert HOSTILE in text.replace("\n", "")
@@ -158,7 +158,7 @@ def test_lesson_button_sets_the_controls_and_runs(page):
     """How it works: 'Try it: block length 8' switches to Decode with block length 8 and decodes."""
     page.get_by_role("tab", name="How it works").click()
     page.click("#lesson-blocks")
-    page.wait_for_selector("#player .token", timeout=120_000)
+    wait_for_result(page, "#player", timeout=120_000)
     assert page.get_by_role("tab", name="Decode").get_attribute("aria-selected") == "true"
     page.eval_on_selector("#player .mp-scrub", "el => { el.value = 1; el.dispatchEvent(new Event('input', {bubbles: true})); }")
     # the tiny twins answer 24 tokens per line: three blocks of 8
@@ -181,7 +181,7 @@ def test_pdf_with_markup_in_its_text_shows_it_as_text(page, tmp_path):
     page.set_input_files("#compare-input input[type=file]", str(path))
     page.wait_for_timeout(1000)
     page.click("#compare-run")
-    page.wait_for_selector("#compare-player .token", timeout=120_000)
+    wait_for_result(page, "#compare-player", timeout=120_000)
     page.wait_for_timeout(500)
     diff = page.inner_text("#compare-diff-diffusion").replace("\n", "")
     # the random-weight decode garbles line 1, so the diff interleaves it; line 2 is missing whole

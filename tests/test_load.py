@@ -97,12 +97,15 @@ def server(tmp_path_factory):
             proc.kill()
 
 
-def decode(client, path: Path, decoder: str):
+def decode(client, path: Path, decoder: str, max_tokens: int = 24):
+    """(status, player payload, trace path) of one decode through the app's /decode endpoint."""
     from gradio_client import handle_file
 
-    return client.predict(file=handle_file(str(path)), page_number=1, spec="nano", decoder=decoder, block_length=8,
-                          steps=8, threshold=0.9, temperature=0.0, strategy="low_confidence_dynamic", seed=0,
-                          max_tokens=24, api_name="/decode")
+    out = client.predict(file=handle_file(str(path)), page_number=1, spec="nano", decoder=decoder, block_length=8,
+                         steps=8, threshold=0.9, temperature=0.0, strategy="low_confidence_dynamic", seed=0,
+                         max_tokens=max_tokens, api_name="/decode")
+    files = out[-1]["value"] if isinstance(out[-1], dict) else out[-1]
+    return out[0], out[2], files[0]
 
 
 def test_eight_clients_each_get_their_own_pages(server, tmp_path):
@@ -129,8 +132,8 @@ def test_eight_clients_each_get_their_own_pages(server, tmp_path):
         for k in range(DECODES):
             path = pages[(c, k)]
             decoder = "diffusion" if (c + k) % 2 == 0 else "ar"
-            status, payload, *_, files = decode(client, path, decoder)
-            trace = Trace.load(files[0])
+            status, payload, trace_path = decode(client, path, decoder)
+            trace = Trace.load(trace_path)
             if trace.page.sha256 != hashlib.sha256(path.read_bytes()).hexdigest():
                 problems.append(f"client {c} page {k}: got the trace of another page")
             if not (trace.gt_text or "").startswith(f"Client {c} page {k}\n"):
@@ -162,3 +165,46 @@ def test_eight_clients_each_get_their_own_pages(server, tmp_path):
         Path(os.environ["MUDIFF_LOAD_REPORT"]).write_text(json.dumps(report, indent=1))
     assert sampler.samples > 10
     assert sampler.peak_tree < PEAK_RSS_BOUND, report
+
+
+SOAK_DECODES, SOAK_WARMUP = 200, 30
+SOAK_GROWTH = 1.15  # RSS after the soak over RSS after the warm-up
+
+
+def test_soak_memory_stays_flat(server, tmp_path):
+    """200 decodes through the running app (both decoders, eight pages in turn, with comparisons,
+    replays and probe grids mixed in): after a warm-up, the server's memory stays within 15%.
+    Earlier the server grew to 2.3 GB after 25 minutes of mixed use."""
+    from gradio_client import Client
+
+    proc, url = server
+    client = Client(url, verbose=False)
+    paths = []
+    for k in range(8):
+        path = tmp_path / f"soak-{k}.pdf"
+        path.write_bytes(page_pdf(100 + k, k))
+        paths.append(path)
+    from gradio_client import handle_file
+
+    rss = []
+    for i in range(SOAK_DECODES):
+        path = paths[i % len(paths)]
+        _, payload, trace_path = decode(client, path, "diffusion" if i % 3 else "ar", max_tokens=16)
+        assert payload["kind"] == "mudiff-player"
+        if i % 10 == 5:  # mixed use: a comparison, a replay in the trace viewer, a probe grid now and then
+            client.predict(file=handle_file(str(path)), page_number=1, spec_diffusion="nano", spec_ar="nano", block_length=8,
+                           steps=8, threshold=0.9, strategy="low_confidence_dynamic", max_tokens=16, api_name="/compare")
+            client.predict(files=[handle_file(trace_path)], page_file=None, api_name="/view_trace")
+        if i % 50 == 25:
+            client.predict(file=handle_file(str(path)), page_number=1, level=1.0, seed=i, spec="nano", block_length=8,
+                           steps=8, threshold=0.9, max_tokens=16, api_name="/shuffle")
+        if i + 1 == SOAK_WARMUP or i + 1 == SOAK_DECODES:
+            time.sleep(0.5)
+            rss.append(psutil.Process(proc.pid).memory_info().rss)
+    report = {"decodes": SOAK_DECODES, "warmup": SOAK_WARMUP, "rss_after_warmup_mb": round(rss[0] / 2**20),
+              "rss_after_soak_mb": round(rss[1] / 2**20), "growth": round(rss[1] / rss[0], 3)}
+    print("\nsoak test:", json.dumps(report))
+    if os.environ.get("MUDIFF_SOAK_REPORT"):
+        Path(os.environ["MUDIFF_SOAK_REPORT"]).write_text(json.dumps(report, indent=1))
+    assert proc.poll() is None, "the server died"
+    assert rss[1] <= SOAK_GROWTH * rss[0], report

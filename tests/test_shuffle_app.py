@@ -89,7 +89,7 @@ def test_score_table_and_summary(traces, pages):
     headers, rows = views.score_table(scores, 1.0)
     assert [r[0] for r in rows] == ["diffusion", "AR"] and len(headers) == len(rows[0]) == 6
     o, s = scores[("ar", "original")], scores[("ar", "shuffled")]
-    assert rows[1][3] == f"{100 * (s['cer'] - o['cer']):+.1f}"
+    assert rows[1][3] == f"{100 * (s['cer'] - o['cer']):+.2f}"
     md = views.summary_markdown(scores, 1.0, 0, pages.lines_changed, pages.lines_total)
     assert "our reconstruction" in md and f"{pages.lines_changed} of {pages.lines_total} lines" in md
     assert "AR** CER" in md and "diffusion** CER" in md
@@ -134,8 +134,8 @@ def test_bench_table_from_rows():
     ]
     headers, table = views.bench_table(summarize(rows))
     assert headers[:3] == ["decoder", "CER at 0", "CER at 1"]
-    assert table[0][:3] == ["diffusion", "10.0%", "15.0%"] and table[0][3].startswith("+5.0")
-    assert table[1][0] == "AR" and table[1][3].startswith("+30.0") and table[1][4] == "25.0%"
+    assert table[0][:3] == ["diffusion", "10.00%", "15.00%"] and table[0][3].startswith("+5.00")
+    assert table[1][0] == "AR" and table[1][3].startswith("+30.00") and table[1][4] == "25.00%"
 
 
 # ---- through the launched app -------------------------------------------------------------------

@@ -89,3 +89,26 @@ def app_page(browser, url: str):
     finally:
         ctx.close()
     assert not errors, f"JavaScript errors: {errors}"
+
+
+def player_loads(pg, root: str = "#player") -> int:
+    """How many values the player at ``root`` has received (its mount's data-loads)."""
+    return pg.evaluate("(root) => { const m = document.querySelector(root + ' .mp-mount'); return m ? +(m.dataset.loads || 0) : 0; }",
+                       root)
+
+
+def wait_for_result(pg, root: str = "#player", timeout: int = 120_000, after: int | None = None) -> None:
+    """Wait until the player at ``root`` shows a finished result (a trace, not a streamed frame or a
+    message), received after its ``after``-th value (default: any)."""
+    pg.wait_for_function(
+        """([root, after]) => { const m = document.querySelector(root + ' .mp-mount');
+             return !!m && +(m.dataset.loads || 0) > after && m.dataset.kind === 'mudiff-player'
+                    && m.dataset.partial === '0' && !!m.querySelector('.token'); }""",
+        arg=[root, -1 if after is None else after], timeout=timeout)
+
+
+def run_and_wait(pg, button: str, root: str = "#player", timeout: int = 120_000) -> None:
+    """Click ``button`` and wait for the result it produces (not the one already on screen)."""
+    before = player_loads(pg, root)
+    pg.click(button)
+    wait_for_result(pg, root, timeout=timeout, after=before)

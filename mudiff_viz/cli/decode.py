@@ -71,29 +71,15 @@ def cmd_decode(args) -> int:
 
 
 def probed_page(args, limits):
-    """The page to decode: loaded, then occluded and degraded when asked (in that order)."""
-    from mudiff_viz.core.errors import UserInputError
-    from mudiff_viz.inputs.pages import load_page, read_source, sniff_kind
-    from mudiff_viz.probes.perturb import degrade, occlude, occlude_pdf, parse_degrade
+    """The page to decode: loaded, then occluded and degraded when asked (probes/apply.py)."""
+    from mudiff_viz.probes.apply import ProbeSpec, parse_word_list
+    from mudiff_viz.probes.apply import probed_page as apply_probes
+    from mudiff_viz.probes.perturb import parse_degrade
 
-    words = None
-    if args.occlude_words:
-        try:
-            words = [int(w) for w in args.occlude_words.split(",") if w.strip()]
-        except ValueError:
-            raise UserInputError(f"--occlude-words takes comma-separated word indices, got {args.occlude_words!r}") from None
-    degradation = parse_degrade(args.degrade) if args.degrade else None  # bad knobs fail before any work
-    if (words is not None or args.occlude is not None) and sniff_kind(read_source(args.input, limits)[0]) == "pdf":
-        data, name = read_source(args.input, limits)
-        page = occlude_pdf(data, args.page, words=words, fraction=args.occlude if words is None else None,
-                           seed=args.probe_seed, dpi=args.dpi, limits=limits, source=name).page
-    else:
-        page = load_page(args.input, page_index=args.page, dpi=args.dpi, limits=limits)
-        if words is not None or args.occlude is not None:
-            page = occlude(page, words=words, fraction=args.occlude if words is None else None, seed=args.probe_seed).page
-    if degradation:
-        page = degrade(page, seed=args.probe_seed, **degradation).page
-    return page
+    words = parse_word_list(args.occlude_words)
+    spec = ProbeSpec(occlude_words=words, occlude_fraction=None if words else args.occlude,
+                     degrade=parse_degrade(args.degrade) if args.degrade else {}, seed=args.probe_seed)
+    return apply_probes(args.input, args.page, args.dpi, spec, limits)
 
 
 def cmd_view(args) -> int:

@@ -57,14 +57,18 @@ def load_page(
     page_index: int = 0,
     dpi: float = 150,
     limits: Limits | None = None,
+    isolate: bool = True,
 ) -> Page:
-    """Load one page of a PNG, JPEG or PDF, as an RGB image plus the text layer when there is one."""
+    """Load one page of a PNG, JPEG or PDF, as an RGB image plus the text layer when there is one.
+
+    PDFs render in the isolated worker unless ``isolate`` is False (only for files we made: the
+    bundled samples)."""
     limits = limits or current()
     data, name = read_source(source, limits)
     kind = sniff_kind(data)
     digest = hashlib.sha256(data).hexdigest()
     if kind == "pdf":
-        rendered = render_pdf_page(data, page_index, dpi, limits)
+        rendered = render_pdf_page(data, page_index, dpi, limits, isolate=isolate)
         return Page(
             image=rendered.image,
             source=name,

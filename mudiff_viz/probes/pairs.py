@@ -13,10 +13,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
+from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits, current
 from mudiff_viz.core.metrics import cer
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.pipeline import decode_page
+from mudiff_viz.probes.apply import ProbeSpec, probed_page
 from mudiff_viz.probes.bench import score_row
 from mudiff_viz.probes.shuffle import ShuffledPage, check_level, shuffle_page
 
@@ -31,23 +33,26 @@ Progress = Callable[[int, int, str], None]
 
 @dataclass
 class ShufflePages:
-    """The two pages of one shuffle: the level-0 control ("original") and the shuffled page."""
+    """The two pages of one probe: the level-0 control ("original") and the probed page (the
+    "shuffled" column: word-shuffled, or occluded, or degraded; ``probe`` says which)."""
 
     level: float
     seed: int
     original: ShuffledPage
     shuffled: ShuffledPage
+    probe: str = "shuffle"  # "shuffle" | "occlude" | "degrade"
+    description: str = ""  # what the probe did, in words (occlusion and degradation)
 
     def page(self, column: str) -> ShuffledPage:
         return self.original if column == "original" else self.shuffled
 
     @property
     def lines_changed(self) -> int:
-        return sum(1 for ln in self.shuffled.result.lines if ln.changed)
+        return sum(1 for ln in self.shuffled.result.lines if ln.changed) if self.shuffled.result else 0
 
     @property
     def lines_total(self) -> int:
-        return len(self.shuffled.result.lines)
+        return len(self.shuffled.result.lines) if self.shuffled.result else 0
 
 
 def shuffle_pages(
@@ -73,6 +78,33 @@ def shuffle_pages(
     if level != 0:
         shuffled = _named(shuffle_page(data, level, seed, **common), f"{name} (shuffled: level {level:g}, seed {seed})")
     return ShufflePages(level=level, seed=int(seed), original=original, shuffled=shuffled)
+
+
+def probe_pages(
+    data: bytes,
+    spec: ProbeSpec,
+    page_index: int = 0,
+    gt_text: str | None = None,
+    trusted: bool = False,
+    limits: Limits | None = None,
+    name: str = "page",
+) -> ShufflePages:
+    """The level-0 control and the same page occluded or degraded (``spec``), for the 2x2 grid.
+
+    Both columns keep the original's ground truth: an occluded word still counts when it is not
+    read back, and a degraded page says the same words.
+    """
+    if not spec.active:
+        raise UserInputError("choose what the probe changes: words to occlude, or a degradation knob")
+    limits = limits or current()
+    original = _named(shuffle_page(data, 0.0, spec.seed, page_index=page_index, gt_text=gt_text, trusted=trusted,
+                                   rerender=True, limits=limits), f"{name} (level 0)")
+    probe = "occlude" if spec.occludes else "degrade"
+    page = probed_page(data, page_index, float(original.page.dpi or 150), spec, limits, base=original.page)
+    probed = ShuffledPage(page=dataclasses.replace(page, source=f"{name} ({spec.describe()})"), gt_text=original.gt_text,
+                          result=None)
+    return ShufflePages(level=0.0, seed=spec.seed, original=original, shuffled=probed, probe=probe,
+                        description=spec.describe())
 
 
 def _named(sp: ShuffledPage, source: str) -> ShuffledPage:

@@ -396,7 +396,7 @@ class ShuffledPage:
 
     page: Page
     gt_text: str | None
-    result: ShuffleResult
+    result: ShuffleResult | None  # None for a page probed another way (occluded, degraded)
 
 
 def shuffle_page(

@@ -23,8 +23,14 @@ def js_on_load() -> str:
         + """
 const mount = element.querySelector('.mp-mount');
 const player = MudiffPlayer.mount(mount, props.value, MP_CSS);
+function mark(v) {  // for tests and automation: how many values arrived, and what the last one was
+  mount.dataset.loads = String((+mount.dataset.loads || 0) + 1);
+  mount.dataset.kind = v && v.kind ? v.kind : 'empty';
+  mount.dataset.partial = v && v.partial ? '1' : '0';
+}
 watch('value', () => {
   const kept = player.load(props.value);
+  mark(props.value);
   // a fresh result below the fold (or scrolled past): bring the player up, keeping the summary line
   // above it; a streamed frame of the same decode (kept = true) never moves the page
   const v = props.value;

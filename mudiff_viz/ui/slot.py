@@ -13,6 +13,7 @@ import threading
 from typing import Callable, TypeVar
 
 MODEL_LOCK = threading.Lock()
+MODEL_WORK = "model"  # the Gradio concurrency id every model-running event shares (one at a time)
 
 F = TypeVar("F", bound=Callable)
 

@@ -19,8 +19,19 @@ def _layout(fig: go.Figure, title: str, height: int = 340) -> go.Figure:
     fig.update_layout(
         title={"text": title, "x": 0.01, "font": {"size": 15}}, height=height, template="plotly_white",
         margin={"l": 55, "r": 20, "t": 50, "b": 45}, legend={"orientation": "h", "y": -0.22},
+        font={"size": 12}, modebar={"orientation": "v"},
     )
     return fig
+
+
+def untitled(fig: go.Figure | None) -> tuple[go.Figure | None, str]:
+    """The figure without its title, and the title: the app shows titles as wrapping labels above the
+    plot, so a long title never runs under plotly's toolbar on a narrow screen."""
+    if fig is None:
+        return None, ""
+    title = fig.layout.title.text or ""
+    fig.update_layout(title=None, margin={"t": 20})
+    return fig, title
 
 
 def commit_order_matrix(trace: Trace, chunk: int | None = None) -> dict:
@@ -76,14 +87,14 @@ def confidence_histogram(traces: list[Trace]) -> go.Figure:
     for t in traces:
         fig.add_trace(go.Histogram(
             x=confidences(t), xbins={"start": 0, "end": 1.0001, "size": 0.05}, name=decoder_label(t.decoder),
-            marker_color=decoder_colour(t.decoder), opacity=0.75 if len(traces) > 1 else 0.9,
+            marker_color=decoder_colour(t.decoder), opacity=0.9,
         ))
     for t in traces:
         th = None if t.is_autoregressive else t.params.get("threshold")
         if th is not None:
             fig.add_vline(x=th, line_dash="dash", line_color="black", annotation_text=f"threshold {th}", annotation_position="top left")
             break
-    fig.update_layout(barmode="overlay")
+    fig.update_layout(barmode="group" if len(traces) > 1 else "overlay", bargap=0.08)  # side by side: none hides another
     fig.update_xaxes(title="confidence at commit", range=[0, 1])
     fig.update_yaxes(title="tokens")
     return _layout(fig, "Confidence of committed tokens")
@@ -104,8 +115,8 @@ def tokens_per_forward(traces: list[Trace]) -> go.Figure:
     for t in traces:
         y = commits_per_forward(t)
         fig.add_trace(go.Bar(x=list(range(1, len(y) + 1)), y=y, name=decoder_label(t.decoder), marker_color=decoder_colour(t.decoder),
-                             opacity=0.75 if len(traces) > 1 else 0.9))
-    fig.update_layout(barmode="overlay", bargap=0.05)
+                             opacity=0.9))
+    fig.update_layout(barmode="group" if len(traces) > 1 else "overlay", bargap=0.05)
     fig.update_xaxes(title="forward pass (shared clock, batched over lines)")
     fig.update_yaxes(title="tokens committed")
     means = ", ".join(f"{decoder_label(t.decoder)} {t.metrics.get('tokens_per_forward', 0)} tokens/forward (per sequence)" for t in traces)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from mudiff_viz.core.metrics import CONFIDENT
 from mudiff_viz.core.trace import Trace
+from mudiff_viz.views.diffs import diff_html
 from mudiff_viz.views.labels import decoder_colour, decoder_label
+from mudiff_viz.views.markdown import md_text
 from mudiff_viz.views.player import compare_payload, player_payload
 from mudiff_viz.views.tables import diff_segments
 
@@ -17,15 +19,20 @@ GRID = (("diffusion", "original"), ("diffusion", "shuffled"), ("ar", "original")
 RECONSTRUCTION = "our reconstruction of the paper's unpublished Semantic Shuffle"
 
 
-def column_name(column: str, level: float) -> str:
-    return "original page" if column == "original" else f"shuffled page (level {level:g})"
+PROBE_NAMES = {"shuffle": "shuffled", "occlude": "occluded", "degrade": "degraded"}
+
+
+def column_name(column: str, level: float, probe: str = "shuffle") -> str:
+    if column == "original":
+        return "original page"
+    return f"shuffled page (level {level:g})" if probe == "shuffle" else f"{PROBE_NAMES[probe]} page"
 
 
 def _pct(v: float | None) -> str:
-    return "–" if v is None else f"{100 * v:.1f}%"
+    return "–" if v is None else f"{100 * v:.2f}%"  # as the benchmark's summary lines print it
 
 
-def grid_payload(traces: dict, images: dict, level: float) -> dict:
+def grid_payload(traces: dict, images: dict, level: float, probe: str = "shuffle") -> dict:
     """Four panes (diffusion/AR x original/shuffled) on one clock, coloured right vs ground truth.
 
     ``traces`` and ``images`` map (decoder, column) to a Trace and a page image data URL.
@@ -33,8 +40,8 @@ def grid_payload(traces: dict, images: dict, level: float) -> dict:
     panes = []
     for decoder, column in GRID:
         p = player_payload(traces[(decoder, column)], image_url=images.get(column),
-                           label=f"{decoder_label(decoder)} · {column_name(column, level)}")
-        p["short"] = f"{decoder_label(decoder)} {column}"
+                           label=f"{decoder_label(decoder)} · {column_name(column, level, probe)}")
+        p["short"] = f"{decoder_label(decoder)} {column if column == 'original' else PROBE_NAMES[probe]}"
         p["colour"] = decoder_colour(decoder)
         p["dash"] = column == "shuffled"
         panes.append(p)
@@ -44,14 +51,16 @@ def grid_payload(traces: dict, images: dict, level: float) -> dict:
     return out
 
 
-def score_table(scores: dict, level: float) -> tuple[list[str], list[list[str]]]:
+def score_table(scores: dict, level: float, probe: str = "shuffle") -> tuple[list[str], list[list[str]]]:
     """One row per decoder: CER on each page, the change, erroneous and confidently wrong tokens."""
-    headers = ["decoder", "CER original", f"CER shuffled ({level:g})", "change (points)",
-               "wrong tokens (original → shuffled)", f"confidently wrong, conf > {CONFIDENT} (original → shuffled)"]
+    right = f"shuffled ({level:g})" if probe == "shuffle" else PROBE_NAMES[probe]
+    name = PROBE_NAMES[probe]
+    headers = ["decoder", "CER original", f"CER {right}", "change (points)",
+               f"wrong tokens (original → {name})", f"confidently wrong, conf > {CONFIDENT} (original → {name})"]
     rows = []
     for decoder in ("diffusion", "ar"):
         o, s = scores.get((decoder, "original")), scores.get((decoder, "shuffled"))
-        change = f"{100 * (s['cer'] - o['cer']):+.1f}" if o and s else "–"
+        change = f"{100 * (s['cer'] - o['cer']):+.2f}" if o and s else "–"
         wrong = f"{o['error_tokens'] if o else '–'} → {s['error_tokens'] if s else '–'}"
         conf = f"{_share(o)} → {_share(s)}"
         rows.append([decoder_label(decoder), _pct(o and o["cer"]), _pct(s and s["cer"]), change, wrong, conf])
@@ -72,16 +81,20 @@ def confident_share(score: dict | None) -> float | None:
     return score["confident_error_tokens"] / score["error_tokens"]
 
 
-def summary_markdown(scores: dict, level: float, seed: int, lines_changed: int, lines_total: int) -> str:
-    """The headline: what was shuffled and how much each decoder's CER moved (no model text)."""
-    head = (f"**Semantic Shuffle** ({RECONSTRUCTION}) · level {level:g}, seed {seed}: "
-            f"{lines_changed} of {lines_total} lines reordered.")
+def summary_markdown(scores: dict, level: float, seed: int, lines_changed: int, lines_total: int,
+                     probe: str = "shuffle", description: str = "") -> str:
+    """The headline: what the probe changed and how much each decoder's CER moved (no model text)."""
+    if probe == "shuffle":
+        head = (f"**Semantic Shuffle** ({RECONSTRUCTION}) · level {level:g}, seed {seed}: "
+                f"{lines_changed} of {lines_total} lines reordered.")
+    else:
+        head = f"**{PROBE_NAMES[probe].capitalize()} page** · {md_text(description)}."
     parts = []
     for decoder in ("diffusion", "ar"):
         o, s = scores.get((decoder, "original")), scores.get((decoder, "shuffled"))
         if o and s:
             parts.append(f"**{decoder_label(decoder)}** CER {_pct(o['cer'])} → {_pct(s['cer'])} "
-                         f"({100 * (s['cer'] - o['cer']):+.1f} points)")
+                         f"({100 * (s['cer'] - o['cer']):+.2f} points)")
     if not parts:
         return head + " No ground truth for this page (an image needs its text: the bundled scan has it), so no CER."
     return head + "  \n" + " · ".join(parts)
@@ -97,6 +110,11 @@ def pane_diffs(traces: dict, gts: dict) -> list[list[tuple[str, str | None]]]:
     return out
 
 
+def pane_diff_html(traces: dict, gts: dict) -> list[str]:
+    """Decoded text against its page's ground truth, word by word, per pane in GRID order (HTML)."""
+    return [diff_html(traces[key].text, gts.get(key[1])) for key in GRID]
+
+
 def bench_table(summary: dict) -> tuple[list[str], list[list[str]]]:
     """The benchmark summary as a table: CER per level, the change, the confidently-wrong share."""
     levels = sorted({lv for s in summary.values() for lv in s["cer_by_level"]})
@@ -104,6 +122,6 @@ def bench_table(summary: dict) -> tuple[list[str], list[list[str]]]:
     rows = []
     for decoder, s in summary.items():
         cells = [_pct(s["cer_by_level"].get(lv)) for lv in levels]
-        change = f"{100 * s['cer_change']:+.1f} ({s['from_level']:g} → {s['to_level']:g})"
+        change = f"{100 * s['cer_change']:+.2f} ({s['from_level']:g} → {s['to_level']:g})"
         rows.append([decoder_label(decoder), *cells, change, _pct(s["confident_error_share"])])
     return headers, rows

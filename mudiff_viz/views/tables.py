@@ -19,11 +19,32 @@ def _fmt(v, unit: str = "") -> str:
     return f"{v}{unit}"
 
 
+ORDER_LABEL = "decoding order vs reading order *"
+ORDER_NOTE = ("\\* Spearman rank correlation, inside each block, between a token's position and the step it was "
+              "committed at, averaged over blocks: 1 = strictly left to right (AR is 1 by construction), 0 = no "
+              "relation (easy positions first), negative = right to left.")
+
+
+def order_text(corr: float | None) -> str:
+    """The order correlation with a word on what it means (ORDER_NOTE says how it is computed)."""
+    if corr is None:
+        return "– (every block committed in one step)"
+    if corr > 0.8:
+        meaning = "left to right"
+    elif corr > 0.3:
+        meaning = "leaning left to right"
+    elif corr > -0.3:
+        meaning = "no left-to-right order"
+    else:
+        meaning = "leaning right to left"
+    return f"{corr:.2f} ({meaning})"
+
+
 def metric_rows(trace: Trace) -> list[tuple[str, str]]:
     """(metric, value) pairs of one trace, in display order."""
     m = trace.metrics
     rows = [
-        ("model", f"{trace.model.name} ({trace.model.params_m} M params)"),
+        ("model", f"{trace.model.name} ({trace.model.params_m} M params, {trace.model.exec_mode})"),
         ("tokens", _fmt(m.get("tokens"))),
         ("NFE (forwards per sequence)", _fmt(m.get("nfe"))),
         ("forward passes (shared clock)", _fmt(trace.clock_length)),
@@ -35,13 +56,12 @@ def metric_rows(trace: Trace) -> list[tuple[str, str]]:
         ("CER vs ground truth", f"{100 * m['cer']:.2f}%" if "cer" in m else "no ground truth"),
     ]
     if not trace.is_autoregressive:
-        corr = order_correlation(trace)
-        rows.append(("order vs position (1 = left to right)", _fmt(round(corr, 3) if corr is not None else None)))
+        rows.append((ORDER_LABEL, order_text(order_correlation(trace))))
         p = trace.params
         rows.append(("settings", f"block {p.get('block_length')}, steps {p.get('steps')}, threshold {p.get('threshold')}, "
                                  f"T {p.get('temperature')}, {p.get('strategy')}"))
     else:
-        rows.append(("order vs position (1 = left to right)", "1"))
+        rows.append((ORDER_LABEL, order_text(1.0)))
         rows.append(("settings", f"greedy, T {trace.params.get('temperature')}"))
     if "truncated" in m:
         rows.append(("truncated", str(m["truncated"])))

@@ -1,0 +1,183 @@
+"""The Corpus tab: open a Parquet trace store (``python -m mudiff_viz corpus run``), see decoding order,
+calibration and CER in aggregate, and click any page's point to play that page's trace.
+
+A store is opened from a folder on the server (only under the allowed roots: the working folder,
+the repository and MUDIFF_CORPUS_ROOTS) or uploaded as a small .zip of the store folder, unpacked
+with size and name checks. Nothing in a store is executed: Parquet files are read by DuckDB and
+pyarrow, traces are validated like any uploaded trace.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+
+import gradio as gr
+
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.corpus.report import tables_markdown
+from mudiff_viz.corpus.stats import corpus_figures, corpus_tables
+from mudiff_viz.corpus.store import TraceStore, check_run_id, load_page_trace
+from mudiff_viz.probes.replay import page_for_trace
+from mudiff_viz.ui.clickplot import PLOTLY_JS, ClickPlot
+from mudiff_viz.ui.common import ROOT, file_path, user_errors
+from mudiff_viz.ui.player import Player
+from mudiff_viz.views import tables
+from mudiff_viz.views.page_image import image_data_url
+from mudiff_viz.views.player import player_payload
+
+EXAMPLE_STORE = ROOT / "assets" / "corpus"  # a small store made by scripts (see docs/corpus.md), when present
+MAX_ZIP_BYTES = 200_000_000  # unpacked size of an uploaded store
+MAX_ZIP_FILES = 5_000
+FIGURES = ("cer_by_level", "tokens_per_forward", "calibration", "step_by_position", "lateness_by_class",
+           "lateness_by_distance")
+ALL_RUNS = "all runs (pooled)"
+
+
+def allowed_paths() -> list[str]:
+    """What the server may hand the browser besides Gradio's own files: plotly.js for the clickable figures."""
+    return [str(PLOTLY_JS)]
+
+
+def store_roots() -> list[Path]:
+    roots = [Path.cwd(), ROOT, Path(tempfile.gettempdir())]
+    roots += [Path(p) for p in os.environ.get("MUDIFF_CORPUS_ROOTS", "").split(os.pathsep) if p]
+    return [r.resolve() for r in roots]
+
+
+def resolve_store(path_text: str | None) -> Path:
+    """A store folder typed by the user: it must exist, lie under an allowed root, and be a store."""
+    text = (path_text or "").strip()
+    if not text:
+        raise UserInputError("type the folder of a corpus store (python -m mudiff_viz corpus run ... --out DIR), "
+                             "or upload one as a .zip")
+    path = Path(text).expanduser()
+    path = (path if path.is_absolute() else Path.cwd() / path).resolve()
+    if not any(path == r or r in path.parents for r in store_roots()):
+        raise UserInputError(f"{text} is outside the folders this app may read (set MUDIFF_CORPUS_ROOTS to allow more)")
+    if not TraceStore(path).exists():
+        raise UserInputError(f"{text} is not a corpus store (no runs/ folder in it)")
+    return path
+
+
+def unpack_store(zip_path: str) -> Path:
+    """An uploaded .zip of a store, unpacked into a fresh temporary folder (size, count and name
+    checked before anything is written; only .parquet files are kept)."""
+    try:
+        archive = zipfile.ZipFile(zip_path)
+    except (zipfile.BadZipFile, OSError):
+        raise UserInputError("the upload is not a .zip file: zip the store folder (runs/, pages/, ...) and upload that")
+    with archive:
+        members = [m for m in archive.infolist() if not m.is_dir()]
+        if len(members) > MAX_ZIP_FILES:
+            raise UserInputError(f"the .zip holds {len(members)} files (limit {MAX_ZIP_FILES})")
+        if sum(m.file_size for m in members) > MAX_ZIP_BYTES:
+            raise UserInputError(f"the .zip unpacks to more than {MAX_ZIP_BYTES // 1_000_000} MB: open a store that big "
+                                 "by its folder on the server")
+        names = [Path(m.filename) for m in members]
+        if any(n.is_absolute() or ".." in n.parts for n in names):
+            raise UserInputError("the .zip has file names outside its own folder")
+        parquet = [(m, n) for m, n in zip(members, names) if n.suffix == ".parquet"]
+        runs = [n for _, n in parquet if n.parent.name == "runs"]
+        if not runs:
+            raise UserInputError("the .zip holds no corpus store (no runs/*.parquet)")
+        prefix = runs[0].parent.parent  # the store may sit in a folder inside the zip
+        out = Path(tempfile.mkdtemp(prefix="mudiff-store-"))
+        for member, name in parquet:
+            if prefix != Path(".") and prefix not in name.parents:
+                continue
+            target = out / name.relative_to(prefix)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(member) as src, open(target, "wb") as dst:
+                dst.write(src.read(MAX_ZIP_BYTES + 1)[:MAX_ZIP_BYTES])
+    return out
+
+
+def run_choices(store: Path) -> list[str]:
+    return [ALL_RUNS] + TraceStore(store).run_ids()
+
+
+def _run(run: str | None) -> str | None:
+    return None if not run or run == ALL_RUNS else check_run_id(run)
+
+
+def open_store(store: Path, run: str | None) -> dict:
+    """Everything the tab shows for a store: the summary, the overview table, the figures, the tables."""
+    run_id = _run(run)
+    tabs = corpus_tables(store, run_id)
+    figs = corpus_figures(store, run_id, tables=tabs)
+    over = tabs["overview"]
+    ok = sum(r.get("ok", 0) or 0 for r in over)
+    failed = sum(r.get("failed", 0) or 0 for r in over)
+    status = (f"**{store.name}** · {len(tabs['runs'])} run(s) · {ok} decoded pages, {failed} failed. "
+              "Click a page's point in a figure to play its trace below.")
+    headers = list(over[0].keys()) if over else ["decoder"]
+    return {
+        "status": status,
+        "overview": gr.update(value=[[r[h] for h in headers] for r in over], headers=headers),
+        **{name: figs[name].to_json() for name in FIGURES},
+        "tables": tables_markdown(tabs),
+    }
+
+
+@user_errors
+def open_corpus(path_text, upload, run):
+    """Open a store (the uploaded .zip when there is one, else the typed folder)."""
+    zip_path = file_path(upload)
+    store = unpack_store(zip_path) if zip_path else resolve_store(path_text)
+    choices = run_choices(store)
+    run = run if run in choices else ALL_RUNS
+    shown = open_store(store, run)
+    return (str(store), gr.update(choices=choices, value=run), shown["status"], shown["overview"],
+            *(shown[n] for n in FIGURES), shown["tables"])
+
+
+@user_errors
+def open_point(store_dir, evt: gr.EventData):
+    """The trace of the page whose point was clicked, in the player."""
+    key = (getattr(evt, "_data", None) or {}).get("key")
+    if not store_dir:
+        raise UserInputError("open a corpus store first")
+    if not isinstance(key, (list, tuple)) or len(key) != 3:
+        raise UserInputError("that point is not a page (click a page's point: the faint dots)")
+    run_id, page_id, decoder = (str(k) for k in key)
+    trace = load_page_trace(store_dir, check_run_id(run_id), page_id, decoder)
+    img = page_for_trace(trace.page)
+    payload = player_payload(trace, image_url=image_data_url(img) if img is not None else None)
+    return tables.summary_markdown(trace) + f"  \npage `{page_id}` of run `{run_id}`", payload
+
+
+def build() -> None:
+    gr.Markdown("### A corpus of decodes, in aggregate\nDecode many pages with `python -m mudiff_viz corpus run "
+                "INPUTS --out DIR` (on a Ray cluster with `--ray auto`), then open the store here: decoding order, "
+                "lateness, calibration and CER over all pages. **Click a page's point** to play that page. "
+                "See `docs/corpus.md`.", elem_classes="mudiff-note")
+    default = str(EXAMPLE_STORE) if TraceStore(EXAMPLE_STORE).exists() else ""
+    with gr.Row(equal_height=False):
+        path = gr.Textbox(value=default, label="Store folder on the server", elem_id="corpus-path", scale=4,
+                          placeholder="runs/corpus")
+        upload = gr.File(label="…or upload a store (.zip)", file_types=[".zip"], height=90, scale=2, elem_id="corpus-upload")
+        with gr.Column(scale=2, min_width=200):
+            run = gr.Dropdown([ALL_RUNS], value=ALL_RUNS, label="Run", elem_id="corpus-run")
+            open_btn = gr.Button("Open", variant="primary", elem_id="corpus-open")
+    store_state = gr.State("")
+    status = gr.Markdown(elem_id="corpus-status")
+    overview = gr.Dataframe(label="Overview", interactive=False, wrap=True, elem_id="corpus-overview")
+    plots = {}
+    for i in range(0, len(FIGURES), 2):
+        with gr.Row(equal_height=False):
+            for name in FIGURES[i : i + 2]:
+                with gr.Column(min_width=300):
+                    plots[name] = ClickPlot(elem_id=f"corpus-fig-{name.replace('_', '-')}")
+    page_status = gr.Markdown(elem_id="corpus-page-status")
+    player = Player(elem_id="corpus-player")
+    with gr.Accordion("All tables", open=False):
+        tables_md = gr.Markdown(elem_id="corpus-tables")
+    outputs = [store_state, run, status, overview, *(plots[n] for n in FIGURES), tables_md]
+    open_btn.click(open_corpus, [path, upload, run], outputs, api_name="open_corpus")
+    upload.upload(open_corpus, [path, upload, run], outputs, api_visibility="private")
+    run.input(open_corpus, [path, upload, run], outputs, api_visibility="private")
+    for plot in plots.values():
+        plot.click(open_point, [store_state], [page_status, player], api_visibility="private", scroll_to_output=True)

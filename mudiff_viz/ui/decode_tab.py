@@ -1,0 +1,125 @@
+"""The Decode tab: one page, one decoder, every step recorded and played while it decodes."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import gradio as gr
+
+from mudiff_viz.probes.apply import ProbeSpec, probe_spec, probed_page
+from mudiff_viz.ui import controls, jobs, models, pagework, results
+from mudiff_viz.ui.common import file_path, user_errors
+from mudiff_viz.ui.player import Player
+from mudiff_viz.ui.slot import MODEL_WORK
+from mudiff_viz.views.page_image import image_data_url
+
+KNOB_ORDER = ("block_length", "steps", "threshold", "temperature", "strategy", "seed", "max_new_tokens", "top_k", "top_p")
+
+
+def knobs_dict(block_length, steps, threshold, temperature, strategy, seed, max_tokens, top_k=0, top_p=1.0) -> dict:
+    """The controls' values as make_params keywords (checked there: bad values are one-line errors)."""
+    return {
+        "block_length": int(block_length), "steps": int(steps), "threshold": float(threshold),
+        "temperature": float(temperature), "strategy": strategy, "seed": int(seed or 0),
+        "max_new_tokens": int(max_tokens), "top_k": int(top_k or 0), "top_p": float(top_p if top_p is not None else 1.0),
+    }
+
+
+def prepare_page(file, page_number, probes: ProbeSpec):
+    """The page to decode: the previewed page from the cache, with the probes applied."""
+    base = pagework.load(file, page_number)
+    if not probes.active:
+        return base
+    return probed_page(file_path(file), pagework.page_number(page_number) - 1, pagework.DECODE_DPI, probes, base=base)
+
+
+def progress_callback(progress, decoder: str):
+    unit = "blocks" if decoder == "diffusion" else "tokens"  # diffusion reports blocks done; AR tokens written
+
+    def cb(done: int, total: int) -> None:
+        progress((done, total), desc=f"decoding: {unit} {done}/{total}", unit=unit)
+
+    return cb
+
+
+@user_errors
+def run_decode(file, page_number, spec, decoder, block_length, steps, threshold, temperature, strategy, seed, max_tokens,
+               top_k=0, top_p=1.0, occlude_words="", occlude_fraction=0.0, degrade_dpi=150, blur=0.0, noise=0.0, jpeg=0,
+               rotate=0.0, probe_seed=0, progress=gr.Progress()):
+    """Decode one page; yields a cleared screen, then the trace as it grows, then the result."""
+    names = results.DECODE_OUTPUTS
+    yield results.ordered(results.cleared(names, "Decoding…", "Decoding: the first frame appears after the first block."), names)
+    probes = probe_spec(occlude_words, occlude_fraction, degrade_dpi, blur, noise, jpeg, rotate, probe_seed)
+    knobs = knobs_dict(block_length, steps, threshold, temperature, strategy, seed, max_tokens, top_k, top_p)
+    progress(0, desc="loading the page" + (" and applying the probes" if probes.active else ""))
+    page = prepare_page(file, page_number, probes)
+    image = image_data_url(page.image)
+    spec = spec or "nano"
+    models.check(spec, decoder)
+    stream = uuid.uuid4().hex[:12]
+    progress(0, desc="loading the model and encoding the page (prefill)")
+    job = (lambda snap: jobs.decode_job(page, spec, decoder, knobs, progress_callback(progress, decoder), snap))
+    for done, trace in jobs.streamed(job):
+        if done:
+            yield results.ordered(results.decode_result(trace, image, probes, stream=stream), names)
+        else:
+            frame = {"player": results.streaming_frame(trace, image, stream),
+                     "status": f"Decoding… {trace.n_tokens} tokens so far, {trace.clock_length} forward passes"}
+            yield results.ordered(frame, names)
+
+
+@dataclass
+class DecodeTab:
+    picker: controls.PagePicker
+    knobs: controls.Knobs
+    decoder: gr.Radio
+    model: gr.Dropdown
+    run: gr.Button
+    inputs: list
+    outputs: list
+
+
+def missing_note() -> str:
+    missing = [d for d in ("diffusion", "ar") if not models.nano_installed(d)]
+    if not missing:
+        return ""
+    return ("⚠ " + models.missing_message(missing[0]) +
+            " The **Trace viewer** tab replays bundled example traces without any model.")
+
+
+def build(default: str | None, model_choices: list[tuple[str, str]]) -> DecodeTab:
+    knobs = controls.Knobs("decode")
+    with gr.Row(equal_height=False):
+        picker = controls.page_picker("decode", default)
+        with gr.Column(scale=5, min_width=320):
+            with gr.Row():
+                decoder = gr.Radio([("Diffusion", "diffusion"), ("Autoregressive (AR)", "ar")], value="diffusion",
+                                   label="Decoder", elem_id="decode-decoder")
+                model = gr.Dropdown(model_choices, value=model_choices[0][1], label="Model", elem_id="decode-model")
+            note = missing_note()
+            gr.Markdown(note, visible=bool(note), elem_classes="mudiff-note")
+            diffusion_group = controls.diffusion_knobs(knobs)
+            controls.sampling_knobs(knobs)
+            controls.max_tokens_control(knobs)
+            perturb = controls.perturb_panel("decode")
+            run = gr.Button("Run decode", variant="primary", elem_id="decode-run")
+    status = gr.Markdown(elem_id="decode-status")
+    warning = gr.Markdown(visible=False, elem_id="decode-warning", elem_classes="mudiff-warning")
+    player = Player(elem_id="player")
+    downloads = gr.File(label="Downloads: the trace (JSON, replays in the Trace viewer) and an offline replay (HTML, opens in any browser)",
+                        file_count="multiple", interactive=False, elem_id="decode-downloads", visible=False)
+    with gr.Accordion("Whole-run figures", open=True):
+        fig_order = gr.Plot(show_label=False, elem_id="decode-fig-order", visible=False)
+        with gr.Row():
+            fig_conf = gr.Plot(show_label=False, elem_id="decode-fig-conf", visible=False)
+            fig_tpf = gr.Plot(show_label=False, elem_id="decode-fig-tpf", visible=False)
+
+    controls.wire_picker(picker, perturb)
+    decoder.change(lambda d: gr.update(visible=d == "diffusion"), decoder, diffusion_group, queue=False,
+                   api_visibility="private")
+    inputs = [picker.file, picker.number, model, decoder, *knobs.values(KNOB_ORDER), *perturb.inputs]
+    outputs = [status, warning, player, fig_order, fig_conf, fig_tpf, downloads]
+    run.click(run_decode, inputs, outputs, concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="decode",
+              scroll_to_output=True, show_progress="minimal")
+    return DecodeTab(picker, knobs, decoder, model, run, inputs, outputs)

@@ -1,0 +1,89 @@
+"""Model work for the app: one decorated call per decode, and streaming of the trace as it grows.
+
+Every call that runs a model holds the process's model slot (:mod:`mudiff_viz.ui.slot`) and is
+wrapped by ``spaces.GPU`` on ZeroGPU Spaces (a plain call elsewhere); they return Trace objects,
+plain CPU data. :func:`streamed` runs a decode in a worker thread and hands the caller the trace so
+far whenever the caller is ready for another frame, so the player starts playing after the first
+block instead of after the whole page. On ZeroGPU the decode runs in another process: no frames,
+just the result.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Callable, Iterator
+
+from mudiff_viz.core.trace import Trace
+from mudiff_viz.decoding.pipeline import decode_page, make_params
+from mudiff_viz.decoding.run import Snapshot
+from mudiff_viz.ui import models
+from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu
+from mudiff_viz.ui.slot import model_slot
+
+FRAME_INTERVAL_S = 0.3  # at most about three frames a second: building a frame costs the decode time
+
+
+class Cancelled(Exception):
+    """The viewer went away (closed the tab, pressed Run again): the decode stops at its next block."""
+
+
+@model_slot
+@gpu
+def decode_job(page, spec: str, decoder: str, knobs: dict, progress=None, snapshot: Snapshot | None = None) -> Trace:
+    models.check(spec, decoder)
+    params = make_params(**knobs)
+    return decode_page(page, model=spec, decoder=decoder, params=params, progress=progress, snapshot=snapshot)
+
+
+def streamed(job: Callable[[Snapshot | None], Trace], interval_s: float = FRAME_INTERVAL_S,
+             stream: bool = True) -> Iterator[tuple[bool, Trace]]:
+    """Run ``job(snapshot)`` and yield ``(False, trace so far)`` frames while it runs, then ``(True, trace)``.
+
+    A frame is built only when the consumer has taken the previous one and ``interval_s`` has
+    passed, so a slow browser never makes the decode queue up frames. If the consumer stops
+    iterating (the generator is closed), the decode is told to stop at its next block.
+    """
+    if not stream or ON_ZERO_GPU:
+        yield True, job(None)
+        return
+    frames: queue.Queue = queue.Queue()
+    ready = threading.Event()
+    ready.set()
+    cancelled = threading.Event()
+    last = [0.0]
+    outcome: dict = {}
+
+    def snapshot(make: Callable[[], Trace]) -> None:
+        if cancelled.is_set():
+            raise Cancelled()
+        now = time.monotonic()
+        if ready.is_set() and now - last[0] >= interval_s:
+            ready.clear()
+            last[0] = now
+            frames.put(("frame", make()))
+
+    def work() -> None:
+        try:
+            outcome["trace"] = job(snapshot)
+        except BaseException as exc:  # handed to the consumer's thread
+            outcome["error"] = exc
+        finally:
+            frames.put(("end", None))
+
+    worker = threading.Thread(target=work, name="mudiff-decode", daemon=True)
+    worker.start()
+    try:
+        while True:
+            kind, trace = frames.get()
+            if kind == "end":
+                break
+            yield False, trace
+            ready.set()
+    finally:
+        cancelled.set()  # a no-op when the decode already ended
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    yield True, outcome["trace"]

@@ -1,0 +1,158 @@
+"""What a finished (or streaming, or failed) decode puts on screen, as plain values per output.
+
+Each builder returns a dict keyed by output name; a tab lists its outputs once (``*_OUTPUTS``) and
+:func:`ordered` turns a dict into the tuple Gradio expects, with ``gr.skip()`` for outputs a frame
+leaves alone. So "clear everything before a run" and "a streamed frame touches only the player" are
+one line each, and a failed run never leaves the previous page's result on screen.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from mudiff_viz.core.trace import Trace
+from mudiff_viz.probes.apply import ProbeSpec
+from mudiff_viz.ui.common import request_dir, safe_stem, write_text, write_trace
+from mudiff_viz.views import figures, tables
+from mudiff_viz.views.diffs import diff_html
+from mudiff_viz.views.export import standalone_compare_html, standalone_html_from_payload, trace_title
+from mudiff_viz.views.labels import decoder_label
+from mudiff_viz.views.markdown import md_text
+from mudiff_viz.views.player import compare_payload, player_payload
+from mudiff_viz.views.warnings import decode_warnings
+
+DECODE_OUTPUTS = ("status", "warning", "player", "fig_order", "fig_conf", "fig_tpf", "downloads")
+COMPARE_OUTPUTS = ("status", "warning", "player", "table", "diff_note", "diff_ar", "diff_diffusion", "fig_forward",
+                   "fig_wall", "fig_conf", "fig_order", "downloads")
+FIGURES = ("fig_order", "fig_conf", "fig_tpf", "fig_forward", "fig_wall")
+
+
+def ordered(values: dict, names: tuple[str, ...]) -> tuple:
+    """The outputs in ``names`` order; names not in ``values`` are left as they are (gr.skip())."""
+    return tuple(values[n] if n in values else gr.skip() for n in names)
+
+
+def message(text: str) -> dict:
+    """A player payload that shows one line instead of a trace (before a result, or while waiting)."""
+    return {"kind": "message", "message": text}
+
+
+def cleared(names: tuple[str, ...], status: str, waiting: str) -> dict:
+    """Every output emptied, the status saying what is happening: the first thing a run shows."""
+    out: dict = {n: None for n in names}
+    out["status"] = status
+    out["warning"] = gr.update(value="", visible=False)
+    out["player"] = message(waiting)
+    for n in FIGURES:
+        if n in names:
+            out[n] = gr.update(value=None, label="", visible=False)  # no empty placeholders before a result
+    if "downloads" in names:
+        out["downloads"] = gr.update(value=None, visible=False)
+    if "table" in names:
+        out["table"] = gr.update(value=None)
+    return out
+
+
+def plot(fig) -> dict:
+    """A figure for a gr.Plot, its title moved to the component's label (wraps on a phone)."""
+    fig, title = figures.untitled(fig)
+    return gr.update(value=fig, label=title, show_label=bool(title), visible=True)
+
+
+def files(paths: list[str]) -> dict:
+    return gr.update(value=paths, visible=True)
+
+
+def warning_update(traces: list[Trace]) -> dict:
+    """The out-of-range banner: shown when any decode looks like nonsense, with the reasons."""
+    lines = []
+    for t in traces:
+        who = f"{decoder_label(t.decoder)}: " if len(traces) > 1 else ""
+        lines += [f"{who}{w}" for w in decode_warnings(t)]
+    if not lines:
+        return gr.update(value="", visible=False)
+    text = "⚠ **This result is probably not a reading of the page.**  \n" + "  \n".join(md_text(x, 400) for x in lines)
+    return gr.update(value=text, visible=True)
+
+
+def page_line(trace: Trace, probes: ProbeSpec | None) -> str:
+    page = trace.page
+    name = f"**{md_text(page.source or 'upload')}**"
+    line = f"page {page.page_index + 1} of {page.page_count} of {name}" if page.page_count and page.page_count > 1 else name
+    if probes is not None and probes.active:
+        line += f" · probes: {md_text(probes.describe())}"
+    return line
+
+
+def streaming_frame(trace: Trace, image_url: str | None, stream: str, label: str | None = None) -> dict:
+    """A partial player payload: the trace so far, under a stream id the player keeps its place in."""
+    return player_payload(trace, image_url=image_url, label=label, partial=True, stream=stream)
+
+
+def decode_result(trace: Trace, image_url: str | None, probes: ProbeSpec | None = None, stream: str | None = None) -> dict:
+    """Everything the Decode tab shows for a finished decode, downloads written."""
+    payload = player_payload(trace, image_url=image_url, stream=stream)
+    outdir = request_dir()
+    stem = safe_stem(trace.page.source)
+    trace_path = write_trace(trace, outdir, stem)
+    html_path = write_text(standalone_html_from_payload(payload, trace_title(trace)), outdir,
+                           f"{stem}.{trace.decoder}.replay.html")
+    return {
+        "status": tables.summary_markdown(trace) + "  \n" + page_line(trace, probes),
+        "warning": warning_update([trace]),
+        "player": payload,
+        "fig_order": plot(figures.commit_order_heatmap(trace)),
+        "fig_conf": plot(figures.confidence_histogram([trace])),
+        "fig_tpf": plot(figures.tokens_per_forward([trace])),
+        "downloads": files([trace_path, html_path]),
+    }
+
+
+def text_diffs(ar: Trace, diff: Trace) -> dict:
+    """The two decoded texts against the ground truth, word by word (HTML)."""
+    gt = diff.gt_text if diff.gt_text is not None else ar.gt_text
+    if gt is None:
+        note = "This page has no text layer, so there is no ground truth to diff against: the decoded texts are shown as is."
+    else:
+        note = "Each decode against the page's text layer (ground truth), word by word."
+    return {"diff_note": note, "diff_ar": diff_html(ar.text, gt), "diff_diffusion": diff_html(diff.text, gt)}
+
+
+def compare_panes(ar: Trace | None, diff: Trace | None, image_ar: str | None, image_diff: str | None,
+                  partial: str | None = None, stream: str | None = None) -> dict:
+    """The two-pane payload; ``partial`` names the pane still decoding ("ar" or "diffusion")."""
+    panes = []
+    if ar is not None:
+        panes.append(player_payload(ar, image_url=image_ar, label="AR (one token per forward)", partial=partial == "ar",
+                                    stream=stream))
+    if diff is not None:
+        panes.append(player_payload(diff, image_url=image_diff, label="diffusion (parallel unmasking)",
+                                    partial=partial == "diffusion", stream=stream))
+    if len(panes) == 1:
+        return panes[0]
+    out = compare_payload(panes)
+    out["partial"], out["stream"] = partial is not None, stream
+    return out
+
+
+def compare_result(ar: Trace, diff: Trace, image_ar: str | None, image_diff: str | None,
+                   probes: ProbeSpec | None = None, stream: str | None = None) -> dict:
+    """Everything the Compare tab shows for a finished pair, downloads written."""
+    headers, rows = tables.metrics_table([ar, diff])
+    outdir = request_dir()
+    stem = safe_stem(diff.page.source)
+    paths = [write_trace(ar, outdir, stem), write_trace(diff, outdir, stem)]
+    paths.append(write_text(standalone_compare_html([ar, diff], [image_ar, image_diff], f"{diff.page.source}: AR vs diffusion"),
+                            outdir, f"{stem}.compare.replay.html"))
+    return {
+        "status": tables.summary_markdown(ar) + "  \n" + tables.summary_markdown(diff) + "  \n" + page_line(diff, probes),
+        "warning": warning_update([ar, diff]),
+        "player": compare_panes(ar, diff, image_ar, image_diff, stream=stream),
+        "table": gr.update(value=rows, headers=headers),
+        **text_diffs(ar, diff),
+        "fig_forward": plot(figures.progress_curves([ar, diff], "forward")),
+        "fig_wall": plot(figures.progress_curves([ar, diff], "wall")),
+        "fig_conf": plot(figures.confidence_histogram([ar, diff])),
+        "fig_order": plot(figures.commit_order_heatmap(diff)),
+        "downloads": files(paths),
+    }

@@ -1,0 +1,256 @@
+"""The Semantic Shuffle tab (our reconstruction) and its sibling probes: one page, the level-0
+control on the left, the same page shuffled, occluded or degraded on the right, both decoders on
+both; and the shuffle benchmark over the bundled samples.
+
+The pages and the four decodes live in :mod:`mudiff_viz.probes.pairs`, the benchmark in
+:mod:`mudiff_viz.probes.bench`, every table and payload in :mod:`mudiff_viz.views.shuffle`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.limits import current as current_limits
+from mudiff_viz.decoding.pipeline import make_params
+from mudiff_viz.inputs.pages import read_source
+from mudiff_viz.probes.apply import probe_spec
+from mudiff_viz.probes.bench import bench_pages_from_paths, run_shuffle_benchmark, summary_lines, write_outputs
+from mudiff_viz.probes.pairs import DECODERS, ShufflePages, decode_grid, probe_pages, score_grid, shuffle_pages
+from mudiff_viz.probes.replay import file_sha256, find_source
+from mudiff_viz.ui import controls, models, pagework
+from mudiff_viz.ui.common import file_path, request_dir, safe_stem, sample_paths, user_errors, write_trace
+from mudiff_viz.ui.decode_tab import knobs_dict
+from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu
+from mudiff_viz.ui.player import Player
+from mudiff_viz.ui.results import cleared, ordered
+from mudiff_viz.ui.slot import MODEL_WORK, model_slot
+from mudiff_viz.views import shuffle as views
+from mudiff_viz.views.page_image import image_data_url
+
+BENCH_LEVELS = (0.0, 0.25, 0.5, 0.75, 1.0)
+PROBES = (("Semantic Shuffle (reorder words)", "shuffle"), ("Occlusion (blank words)", "occlude"),
+          ("Degradation (a worse scan)", "degrade"))
+OUTPUTS = ("status", "player", "table", "diff_do", "diff_ds", "diff_ao", "diff_as", "downloads")
+
+INTRO = """
+### Probes: keep the glyphs, break the meaning (or hide the glyphs)
+The **left column** is the page re-rendered with every word in place, the **right column** the same page
+probed; **top row diffusion, bottom row AR**; all four panes play on one clock, tokens coloured **right (blue)
+or wrong (orange) against each page's own ground truth**.
+**Semantic Shuffle** (our reconstruction of the paper's unpublished benchmark, `docs/semantic-shuffle.md`)
+permutes words inside each line, written back in place: the page looks the same but reads as nonsense, so a
+decoder leaning on its language prior "corrects" it. **Occlusion** blanks words (the ground truth keeps them):
+a decoder that uses context recovers some, diffusion from both sides, AR only from the left.
+**Degradation** makes a worse scan. More in `docs/probes.md`.
+"""
+
+
+def sidecar_text(path: str) -> str | None:
+    """Ground truth for an image page: the ``<stem>.txt`` beside the bundled sample with the same
+    bytes (Gradio hands the callback a copy in its cache, so the match is by SHA-256)."""
+    source = find_source(file_sha256(path))
+    if source is None:
+        return None
+    txt = source.with_suffix(".txt")
+    return txt.read_text(encoding="utf-8", errors="replace") if txt.is_file() else None
+
+
+@model_slot
+@gpu
+def shuffle_job(pages: ShufflePages, spec: str, knobs: dict, progress=None) -> dict:
+    """Both decoders on both pages: four traces keyed (decoder, column)."""
+    for decoder in DECODERS:
+        models.check(spec, decoder)
+    params = {d: make_params(**knobs) for d in DECODERS}
+    return decode_grid(pages, {d: spec for d in DECODERS}, params, progress)
+
+
+def _bench_job(pages, levels, seeds: int, spec: str, knobs: dict, progress=None):
+    for decoder in DECODERS:
+        models.check(spec, decoder)
+    return run_shuffle_benchmark(pages, levels=levels, seeds=seeds, model=spec, progress=progress, knobs=knobs)
+
+
+bench_job = model_slot(gpu(_bench_job, duration=600))
+
+
+def _grid_progress(progress):
+    """Progress of the four decodes as one bar: decode k of 4, then its own blocks or tokens."""
+    state = {"k": 0, "what": None}
+
+    def cb(done: int, total: int, what: str) -> None:
+        if what != state["what"]:
+            state["what"], state["k"] = what, state["k"] + 1
+        unit = "tokens" if what.startswith("AR") else "blocks"
+        frac = (state["k"] - 1 + done / max(1, total)) / 4
+        progress(frac, desc=f"decode {state['k']} of 4: {what} ({unit} {done}/{total})")
+
+    return cb
+
+
+def make_pages(file, page_number, probe: str, level, seed, occlude_fraction, degrade_dpi, blur, noise, jpeg,
+               rotate) -> ShufflePages:
+    """The control and the probed page, from the tab's controls (bad values: one-line errors)."""
+    path = file_path(file)
+    pagework.load(file, page_number)  # every upload check, rendered in the isolated worker (and cached)
+    limits = current_limits()
+    index = pagework.page_number(page_number) - 1
+    data, _ = read_source(path, limits)
+    common = dict(page_index=index, gt_text=sidecar_text(path), limits=limits, name=Path(path).name)
+    if probe == "shuffle":
+        return shuffle_pages(data, float(level), int(seed or 0), **common)
+    if probe == "occlude":
+        if not occlude_fraction:
+            raise UserInputError("set the share of words to occlude (above 0)")
+        spec = probe_spec(occlude_fraction=occlude_fraction, seed=seed)
+    elif probe == "degrade":
+        spec = probe_spec(dpi=degrade_dpi, blur=blur, noise=noise, jpeg=jpeg, rotate=rotate, seed=seed)
+    else:
+        raise UserInputError(f"unknown probe {probe!r}; choose shuffle, occlude or degrade")
+    return probe_pages(data, spec, **common)
+
+
+@user_errors
+def run_shuffle(file, page_number, level, seed, spec, block_length, steps, threshold, max_tokens, probe="shuffle",
+                occlude_fraction=0.1, degrade_dpi=72, blur=0.0, noise=0.0, jpeg=0, rotate=0.0, progress=gr.Progress()):
+    """Probe one page and decode both pages with both decoders; the grid, scores, diffs, files."""
+    yield ordered(cleared(OUTPUTS, "Preparing the pages…", "Decoding four times: both decoders on both pages."), OUTPUTS)
+    progress(0, desc="preparing the control and the probed page")
+    pages = make_pages(file, page_number, probe, level, seed, occlude_fraction, degrade_dpi, blur, noise, jpeg, rotate)
+    knobs = knobs_dict(block_length, steps, threshold, 0.0, "low_confidence_dynamic", int(seed or 0), max_tokens)
+    progress(0, desc="loading the models and encoding the pages")
+    traces = shuffle_job(pages, spec or "nano", knobs, None if ON_ZERO_GPU else _grid_progress(progress))
+    yield ordered(shuffle_outputs(pages, traces, Path(file_path(file)).name), OUTPUTS)
+
+
+def shuffle_outputs(pages: ShufflePages, traces: dict, name: str) -> dict:
+    """Status, grid payload, score table, four diffs, downloads (the probed page + four traces)."""
+    scores = score_grid(traces, pages)
+    images = {col: image_data_url(pages.page(col).page.image) for col in ("original", "shuffled")}
+    headers, rows = views.score_table(scores, pages.level, pages.probe)
+    outdir = request_dir()
+    stem = safe_stem(name)
+    files = []
+    if pages.shuffled.result is not None:
+        shuffled_file = outdir / f"{stem}.shuffled-{pages.level:g}-seed{pages.seed}.{pages.shuffled.result.kind}"
+        shuffled_file.write_bytes(pages.shuffled.result.data)
+        files.append(str(shuffled_file))
+    else:
+        probed_file = outdir / f"{stem}.{views.PROBE_NAMES[pages.probe]}.png"
+        pages.shuffled.page.image.save(probed_file)
+        files.append(str(probed_file))
+    for decoder, column in views.GRID:
+        files.append(write_trace(traces[(decoder, column)], outdir, f"{stem}.{column}"))
+    diffs = views.pane_diff_html(traces, {col: pages.page(col).gt_text for col in ("original", "shuffled")})
+    return {
+        "status": views.summary_markdown(scores, pages.level, pages.seed, pages.lines_changed, pages.lines_total,
+                                         pages.probe, pages.description),
+        "player": views.grid_payload(traces, images, pages.level, pages.probe),
+        "table": gr.update(value=rows, headers=headers),
+        **dict(zip(("diff_do", "diff_ds", "diff_ao", "diff_as"), diffs)),
+        "downloads": files,
+    }
+
+
+def bundled_bench_pages():
+    """The bundled samples as benchmark inputs (our own files: rendered in-process)."""
+    pages = bench_pages_from_paths(sample_paths())
+    for p in pages:
+        p.trusted = True
+    return pages
+
+
+@user_errors
+def run_shuffle_bench(levels, seeds, spec, block_length, steps, threshold, max_tokens, progress=gr.Progress()):
+    """The benchmark over the bundled samples: summary, figure, table, downloads."""
+    chosen = sorted({float(v) for v in (levels or [])})
+    if not chosen:
+        raise UserInputError("tick at least one shuffle level")
+    progress(0, desc="loading the bundled samples")
+    pages = bundled_bench_pages()
+    knobs = knobs_dict(block_length, steps, threshold, 0.0, "low_confidence_dynamic", 0, max_tokens)
+    cb = None if ON_ZERO_GPU else (lambda done, total, msg: progress((done, total), desc=msg, unit="decodes"))
+    result = bench_job(pages, chosen, int(seeds or 1), spec or "nano", knobs, cb)
+    paths = write_outputs(result, request_dir() / "shuffle-bench")
+    headers, rows = views.bench_table(result.summary)
+    n_dec = sum(1 for r in result.rows if not r["reused"])
+    text = (f"**Semantic Shuffle benchmark** ({views.RECONSTRUCTION}): {len(pages)} bundled pages x "
+            f"{int(seeds or 1)} seed(s) x levels {', '.join(f'{v:g}' for v in chosen)}; {n_dec} decodes "
+            "(identical level-0 pages are decoded once).  \n" + "  \n".join(summary_lines(result.summary)))
+    return (text, gr.update(value=result.figure, visible=True), gr.update(value=rows, headers=headers, visible=True),
+            gr.update(value=[str(p) for p in paths.values()], visible=True))
+
+
+def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
+    gr.Markdown(INTRO, elem_classes="mudiff-note")
+    knobs = controls.Knobs("shuffle")
+    with gr.Row(equal_height=False):
+        picker = controls.page_picker("shuffle", default, label="Page (PDF with a text layer, or an image)")
+        with gr.Column(scale=5, min_width=320):
+            probe = gr.Radio(PROBES, value="shuffle", label="Right column: the page…", elem_id="shuffle-probe")
+            with gr.Group(visible=True) as shuffle_box:
+                level = gr.Slider(0.0, 1.0, value=1.0, step=0.25, label="Shuffle level: fraction of each line's words moved",
+                                  elem_id="shuffle-level")
+            with gr.Group(visible=False) as occlude_box:
+                fraction = gr.Slider(0.05, 0.5, value=0.1, step=0.05, label="Share of words occluded",
+                                     elem_id="shuffle-occlude-fraction")
+            with gr.Group(visible=False) as degrade_box:
+                with gr.Row():
+                    dpi = gr.Slider(30, 150, value=72, step=5, label="Scan DPI (150 = as rendered)", elem_id="shuffle-dpi")
+                    blur = gr.Slider(0.0, 3.0, value=0.0, step=0.25, label="Blur radius (px)")
+                with gr.Row():
+                    noise = gr.Slider(0, 40, value=0, step=2, label="Noise (grey levels)")
+                    jpeg = gr.Slider(0, 95, value=0, step=5, label="JPEG quality (0 = off)")
+                    rotate = gr.Slider(-5.0, 5.0, value=0.0, step=0.25, label="Rotation (degrees)")
+            with gr.Row():
+                seed = gr.Number(value=0, precision=0, minimum=0, label="Seed (of the probe)", elem_id="shuffle-seed",
+                                 min_width=110)
+                model = gr.Dropdown(model_choices, value=model_choices[0][1], label="Model (its diffusion and AR twins)")
+            with gr.Accordion("Decoder settings", open=False):
+                controls.diffusion_knobs(knobs, suffix=" (diffusion)")
+                controls.max_tokens_control(knobs)
+            run = gr.Button("Probe and decode (4 runs)", variant="primary", elem_id="shuffle-run")
+    status = gr.Markdown(elem_id="shuffle-status")
+    player = Player(elem_id="shuffle-player")
+    table = gr.Dataframe(headers=["decoder", "CER original", "CER probed", "change (points)", "wrong tokens",
+                                  "confidently wrong"], label="Scores against each page's ground truth",
+                         interactive=False, wrap=True, elem_id="shuffle-scores")
+    with gr.Accordion("Decoded text against ground truth, word by word", open=False):
+        diffs = []
+        for decoder in ("diffusion", "AR"):
+            with gr.Row():
+                for column in ("original", "probed"):
+                    with gr.Column(min_width=260):
+                        gr.Markdown(f"**{decoder} · {column} page**")
+                        diffs.append(gr.HTML(elem_id=f"shuffle-diff-{decoder.lower()}-{column}"))
+    files = gr.File(label="Downloads: the probed page and the four traces", file_count="multiple", interactive=False,
+                    elem_id="shuffle-downloads")
+    gr.Markdown("### Benchmark over the bundled samples\nEvery bundled page at each ticked level and seed, through "
+                "both decoders; CER against each shuffled page's ground truth. The same run as "
+                "`python -m mudiff_viz shuffle-bench` (results in `docs/semantic-shuffle.md`).", elem_classes="mudiff-note")
+    with gr.Row(equal_height=True):
+        levels = gr.CheckboxGroup([(f"{v:g}", v) for v in BENCH_LEVELS], value=[0.0, 0.25, 0.5, 1.0],
+                                  label="Levels", elem_id="shuffle-bench-levels", scale=3)
+        seeds = gr.Slider(1, 5, value=1, step=1, label="Seeds", elem_id="shuffle-bench-seeds", scale=2)
+        bench = gr.Button("Run the benchmark", elem_id="shuffle-bench-run", scale=2)
+    bench_status = gr.Markdown(elem_id="shuffle-bench-status")
+    bench_fig = gr.Plot(show_label=False, elem_id="shuffle-bench-figure", visible=False)
+    bench_table = gr.Dataframe(label="Benchmark summary", interactive=False, wrap=True, elem_id="shuffle-bench-table",
+                               visible=False)
+    bench_files = gr.File(label="Downloads: results.json, results.csv, summary.json, figure.html", file_count="multiple",
+                          interactive=False, visible=False)
+
+    controls.wire_picker(picker)
+    probe.change(lambda p: tuple(gr.update(visible=p == k) for k in ("shuffle", "occlude", "degrade")), probe,
+                 [shuffle_box, occlude_box, degrade_box], queue=False, api_visibility="private")
+    knob_inputs = knobs.values(("block_length", "steps", "threshold", "max_new_tokens"))
+    run.click(run_shuffle, [picker.file, picker.number, level, seed, model, *knob_inputs, probe, fraction, dpi, blur, noise,
+                            jpeg, rotate],
+              [status, player, table, *diffs, files], concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="shuffle",
+              scroll_to_output=True, show_progress="minimal")
+    bench.click(run_shuffle_bench, [levels, seeds, model, *knob_inputs], [bench_status, bench_fig, bench_table, bench_files],
+                concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="shuffle_bench")
+    return {"picker": picker}

@@ -1,0 +1,122 @@
+"""The Trace viewer tab: replay saved traces with no model (one, or an AR + diffusion pair)."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.trace import Trace
+from mudiff_viz.inputs.pages import load_page
+from mudiff_viz.probes.replay import page_for_trace
+from mudiff_viz.ui.common import PAGE_TYPES, example_traces, file_path, request_dir, user_errors, write_text
+from mudiff_viz.ui.player import Player
+from mudiff_viz.ui.results import cleared, files, ordered, plot, warning_update
+from mudiff_viz.views import figures, tables
+from mudiff_viz.views.export import standalone_compare_html, standalone_html_from_payload, trace_title
+from mudiff_viz.views.page_image import image_data_url
+from mudiff_viz.views.player import compare_payload, player_payload
+
+OUTPUTS = ("status", "warning", "player", "fig_order", "fig_conf", "fig_tpf", "downloads", "table", "fig_wall")
+
+
+def image_for(trace: Trace, page_file) -> str | None:
+    """The page under a loaded trace: the uploaded page if it matches, else a bundled sample by hash."""
+    path = file_path(page_file)
+    if path:
+        page = load_page(path, page_index=trace.page.page_index, dpi=float(trace.page.dpi or 150))
+        if (page.width, page.height) != (trace.page.width, trace.page.height):
+            raise UserInputError(
+                f"the page image is {page.width}x{page.height} pixels but the trace was made on a "
+                f"{trace.page.width}x{trace.page.height} page: the boxes would not line up"
+            )
+        return image_data_url(page.image)
+    img = page_for_trace(trace.page)
+    return image_data_url(img) if img is not None else None
+
+
+def trace_outputs(traces: list[Trace], images: list[str | None], paths: list[str]) -> dict:
+    """One trace as the Decode tab shows it; two as a pair on one clock with a metrics table."""
+    outdir = request_dir()
+    if len(traces) == 1:
+        (t,), (img,) = traces, images
+        payload = player_payload(t, image_url=img)
+        html_path = write_text(standalone_html_from_payload(payload, trace_title(t)), outdir, "replay.html")
+        return {
+            "status": tables.summary_markdown(t), "warning": warning_update([t]), "player": payload,
+            "fig_order": plot(figures.commit_order_heatmap(t)), "fig_conf": plot(figures.confidence_histogram([t])),
+            "fig_tpf": plot(figures.tokens_per_forward([t])), "downloads": files([*paths, html_path]),
+            "table": gr.update(visible=False), "fig_wall": gr.update(visible=False),
+        }
+    (a, ia, pa), (b, ib, pb) = sorted(zip(traces, images, paths), key=lambda x: x[0].decoder != "ar")  # AR first
+    payload = compare_payload([player_payload(a, image_url=ia), player_payload(b, image_url=ib)])
+    headers, rows = tables.metrics_table([a, b])
+    html_path = write_text(standalone_compare_html([a, b], [ia, ib], "AR vs diffusion"), outdir, "compare.replay.html")
+    fig_wall, title = figures.untitled(figures.progress_curves([a, b], "wall"))
+    return {
+        "status": tables.summary_markdown(a) + "  \n" + tables.summary_markdown(b),
+        "warning": warning_update([a, b]), "player": payload,
+        "fig_order": plot(figures.commit_order_heatmap(b if b.decoder == "diffusion" else a)),
+        "fig_conf": plot(figures.confidence_histogram([a, b])), "fig_tpf": plot(figures.tokens_per_forward([a, b])),
+        "downloads": files([pa, pb, html_path]),
+        "table": gr.update(value=rows, headers=headers, visible=True),
+        "fig_wall": gr.update(value=fig_wall, label=title, show_label=True, visible=True),
+    }
+
+
+def replay(paths: list[str], page_file=None) -> dict:
+    if not paths:
+        raise UserInputError("upload a trace JSON file (from the Decode tab's download or python -m mudiff_viz decode)")
+    if len(paths) > 2:
+        raise UserInputError(f"upload one trace, or two to compare; got {len(paths)} files")
+    traces = [Trace.load(p) for p in paths]
+    return trace_outputs(traces, [image_for(t, page_file) for t in traces], paths)
+
+
+@user_errors
+def view_traces(files, page_file=None):
+    """Replay one saved trace, or two (AR + diffusion) on one clock; no model is loaded."""
+    yield ordered(cleared(OUTPUTS, "Loading the trace…", "Loading the trace…"), OUTPUTS)
+    paths = [p for p in ([file_path(f) for f in files] if isinstance(files, (list, tuple)) else [file_path(files)]) if p]
+    yield ordered(replay(paths, page_file), OUTPUTS)
+
+
+@user_errors
+def view_example(kind: str = "diffusion"):
+    """A bundled example trace ("diffusion", "ar") or the AR + diffusion pair ("compare")."""
+    ex = example_traces()
+    files = ex["ar"][:1] + ex["diffusion"][:1] if kind == "compare" else ex.get(kind, [])[:1]
+    if not files:
+        raise UserInputError("no bundled example traces: run python scripts/make_example_traces.py")
+    return ordered(replay(files), OUTPUTS)
+
+
+def build() -> None:
+    gr.Markdown("Replay a saved trace with no model loaded: one trace, or two (AR + diffusion of the same page) to "
+                "play them on one clock. Traces made from a bundled sample find their page image automatically.",
+                elem_classes="mudiff-note")
+    with gr.Row(equal_height=False):
+        files = gr.File(label="Trace JSON (one, or two to compare)", file_count="multiple", file_types=[".json"],
+                        elem_id="trace-upload", height=120, scale=3)
+        page = gr.File(label="Page image or PDF (optional: for traces of your own pages)", file_types=PAGE_TYPES,
+                       height=120, scale=2)
+        with gr.Column(scale=2, min_width=220):
+            replay_btn = gr.Button("Replay", variant="primary", elem_id="trace-replay")
+            ex_d = gr.Button("Example: diffusion trace", elem_id="trace-example-diffusion")
+            ex_c = gr.Button("Example: AR vs diffusion", elem_id="trace-example-compare")
+    status = gr.Markdown(elem_id="viewer-status")
+    warning = gr.Markdown(visible=False, elem_classes="mudiff-warning")
+    player = Player(elem_id="viewer-player")
+    downloads = gr.File(label="Downloads: the trace(s) and an offline replay (HTML)", file_count="multiple",
+                        interactive=False, visible=False)
+    table = gr.Dataframe(headers=["metric", "AR", "diffusion"], label="Metrics", interactive=False, visible=False, wrap=True)
+    fig_wall = gr.Plot(show_label=False, visible=False)
+    with gr.Accordion("Whole-run figures", open=True):
+        fig_order = gr.Plot(show_label=False, visible=False)
+        with gr.Row():
+            fig_conf = gr.Plot(show_label=False, visible=False)
+            fig_tpf = gr.Plot(show_label=False, visible=False)
+    outputs = [status, warning, player, fig_order, fig_conf, fig_tpf, downloads, table, fig_wall]
+    replay_btn.click(view_traces, [files, page], outputs, api_name="view_trace", scroll_to_output=True)
+    files.upload(view_traces, [files, page], outputs, api_visibility="private")
+    ex_d.click(lambda: view_example("diffusion"), None, outputs, api_name="view_example", scroll_to_output=True)
+    ex_c.click(lambda: view_example("compare"), None, outputs, api_visibility="private", scroll_to_output=True)

@@ -1,0 +1,218 @@
+"""The app as people use it, in Chromium: page choice, previews, failed runs, warnings, samples,
+the Perturb panel, streaming, and the phone layout (issue 16's list, each a check that failed on
+the app before its fix).
+
+The app runs on random-weight nano twins (tests/ui_support.py): every decode is nonsense, which is
+what the out-of-range warning is for.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, app_page, launched_app, make_tiny_twins, run_and_wait
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"{CHROMIUM} not found: install Debian's chromium package (apt-get install chromium)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    models = make_tiny_twins(tmp_path_factory.mktemp("models"))
+    with launched_app(models) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, app_url):
+    with app_page(browser, app_url) as pg:
+        yield pg
+
+
+@pytest.fixture(scope="module")
+def three_pages(tmp_path_factory):
+    """A 3-page PDF whose pages look different (so a preview of page 3 is not page 1's)."""
+    import pymupdf
+
+    doc = pymupdf.open()
+    for k in range(3):
+        pg = doc.new_page(width=420, height=300)
+        for line in range(k * 4 + 2):
+            pg.insert_text((30, 40 + 18 * line), f"Page {k + 1} line {line + 1} of the three page test file",
+                           fontname="cour", fontsize=11)
+    path = tmp_path_factory.mktemp("pdf") / "three-pages.pdf"
+    doc.save(str(path))
+    return path
+
+
+def upload(pg, prefix: str, path) -> None:
+    pg.click(f"#{prefix}-input button[aria-label='Clear']")
+    pg.set_input_files(f"#{prefix}-input input[type=file]", str(path))
+    pg.wait_for_function(f"() => document.querySelector('#{prefix}-page-info').innerText.includes({str(path.name)!r})",
+                         timeout=30_000)
+
+
+def choose_page(pg, prefix: str, number: int) -> None:
+    box = pg.locator(f"#{prefix}-page input[type=number]")
+    box.fill(str(number))
+    box.press("Tab")
+
+
+def preview_src(pg, prefix: str) -> str:
+    return pg.eval_on_selector(f"#{prefix}-preview img", "img => img.src")
+
+
+def info(pg, prefix: str) -> str:
+    return pg.inner_text(f"#{prefix}-page-info")
+
+
+@pytest.mark.parametrize("prefix,tab", [("decode", "Decode"), ("compare", "Compare AR vs diffusion"),
+                                        ("shuffle", "Semantic Shuffle")])
+def test_choosing_a_page_updates_the_preview_at_once(page, three_pages, prefix, tab):
+    """Typing a page number redraws that tab's preview and info line (no Enter, no Run)."""
+    page.get_by_role("tab", name=tab).click()
+    upload(page, prefix, three_pages)
+    assert "page 1 of 3" in info(page, prefix)
+    first = preview_src(page, prefix)
+    choose_page(page, prefix, 3)
+    page.wait_for_function(f"() => document.querySelector('#{prefix}-page-info').innerText.includes('page 3 of 3')",
+                           timeout=20_000)
+    page.wait_for_function(f"(old) => document.querySelector('#{prefix}-preview img').src !== old", arg=first,
+                           timeout=20_000)
+
+
+def test_preview_errors_say_why(page, three_pages, tmp_path):
+    upload(page, "decode", three_pages)
+    choose_page(page, "decode", 150)
+    page.wait_for_function("() => document.querySelector('#decode-page-info').innerText.includes('does not exist')",
+                           timeout=20_000)
+    assert "page 150 does not exist: the PDF has 3 pages" in info(page, "decode")
+    assert page.locator(".toast-body, .error").count() == 0  # a reason in words, not an error pill
+    bad = tmp_path / "broken.pdf"
+    bad.write_bytes(b"%PDF-1.4 this is not really a pdf")
+    page.click("#decode-input button[aria-label='Clear']")
+    page.set_input_files("#decode-input input[type=file]", str(bad))
+    page.wait_for_function("() => document.querySelector('#decode-page-info').innerText.includes('⚠ broken.pdf')",
+                           timeout=30_000)
+    assert "corrupt PDF" in info(page, "decode")
+
+
+def test_a_failed_run_clears_the_previous_result(page, tmp_path):
+    run_and_wait(page, "#decode-run")
+    assert page.locator("#player .token").count() > 0
+    assert "CER" in page.inner_text("#decode-status")
+    bad = tmp_path / "empty.png"
+    bad.write_bytes(b"")
+    page.click("#decode-input button[aria-label='Clear']")
+    page.set_input_files("#decode-input input[type=file]", str(bad))
+    page.wait_for_function("() => document.querySelector('#decode-page-info').innerText.includes('⚠')", timeout=30_000)
+    page.click("#decode-run")
+    page.wait_for_selector(".toast-body", timeout=30_000)
+    assert "empty file" in page.inner_text(".toast-body")
+    assert page.locator("#player .token").count() == 0, "the old result is still on screen"
+    assert "CER" not in page.inner_text("#decode-status")
+    assert page.locator("#decode-downloads a").count() == 0
+
+
+def test_nonsense_gets_a_warning(page):
+    """The random twins write nonsense at low confidence: the result says so above the player."""
+    run_and_wait(page, "#decode-run")
+    warning = page.locator("#decode-warning")
+    warning.wait_for(state="visible", timeout=10_000)
+    assert "probably not a reading of the page" in warning.inner_text()
+
+
+def test_second_decode_keeps_the_legend(page):
+    for _ in range(2):
+        run_and_wait(page, "#decode-run")
+    page.wait_for_timeout(300)
+    assert page.locator("#player .mp-legend").count() == 1
+    assert page.locator("#player .mp-legend").is_visible()
+
+
+def set_number(pg, elem_id: str, value) -> None:
+    box = pg.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Tab")
+
+
+def test_samples_keep_the_settings(page):
+    """Clicking a bundled sample fills in the page only: decoder, block length, threshold stay."""
+    set_number(page, "decode-block-length", 8)
+    set_number(page, "decode-threshold", 0.5)
+    page.locator("#decode-decoder").get_by_label("Autoregressive (AR)").check()  # hides the diffusion knobs
+    page.get_by_text("helvetica-page.pdf").first.click()
+    page.wait_for_function("() => document.querySelector('#decode-page-info').innerText.includes('helvetica-page.pdf')",
+                           timeout=30_000)
+    page.wait_for_timeout(500)
+    assert page.locator("#decode-decoder").get_by_label("Autoregressive (AR)").is_checked()
+    page.locator("#decode-decoder").get_by_label("Diffusion").check()
+    assert page.locator("#decode-block-length input[type=number]").input_value() == "8"
+    assert page.locator("#decode-threshold input[type=number]").input_value() == "0.5"
+
+
+def test_clicking_a_word_occludes_it_and_the_player_outlines_it(page):
+    page.click("#decode-perturb button, #decode-perturb .label-wrap")  # open the Perturb panel
+    img = page.locator("#decode-preview img")
+    img.wait_for(state="visible")
+    # the first word of the sample: its box from the page's text layer, in preview pixels
+    box = page.evaluate("""() => { const i = document.querySelector('#decode-preview img');
+        const r = i.getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, h: r.height, nw: i.naturalWidth}; }""")
+    from mudiff_viz.inputs.pages import load_page
+    from mudiff_viz.probes.perturb import page_words
+    from mudiff_viz.ui.pagework import preview_scale
+    from tests.ui_support import SAMPLE
+
+    sample = load_page(SAMPLE)
+    word = page_words(sample)[0]
+    k = preview_scale(sample) * box["w"] / box["nw"]  # page pixels -> preview pixels -> screen pixels
+    cx, cy = (word.box[0] + word.box[2]) / 2 * k, (word.box[1] + word.box[3]) / 2 * k
+    page.mouse.click(box["x"] + cx, box["y"] + cy)
+    words = page.locator("#decode-occlude-words textarea, #decode-occlude-words input").first
+    page.wait_for_function("(el) => el.value.trim() === '0'", arg=words.element_handle(), timeout=10_000)
+    page.wait_for_function("() => document.querySelector('#decode-page-info').innerText.includes('1 word(s) chosen')",
+                           timeout=10_000)
+    run_and_wait(page, "#decode-run")
+    assert page.locator("#player .mp-occ").count() == 1  # the occluded word, outlined on the page
+
+
+def test_the_player_plays_while_the_page_decodes(page):
+    """Streaming: the live badge shows a frame of the decode before its result arrives."""
+    page.evaluate("""() => { window.__sawLive = false;
+        new MutationObserver(() => { const b = document.querySelector('#player .mp-live');
+          if (b && !b.hidden && document.querySelector('#player .token')) window.__sawLive = true; })
+          .observe(document.body, {subtree: true, childList: true, attributes: true}); }""")
+    set_number(page, "decode-block-length", 4)
+    run_and_wait(page, "#decode-run")
+    assert page.evaluate("() => window.__sawLive"), "no frame was shown before the decode finished"
+
+
+def test_phone_layout_has_no_overlap(browser, app_url):
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True,
+                              has_touch=True)
+    pg = ctx.new_page()
+    pg.goto(app_url)
+    pg.wait_for_selector(".gradio-container")
+    run_and_wait(pg, "#decode-run")
+    pg.wait_for_timeout(500)
+    # nothing wider than the screen
+    width = pg.evaluate("() => document.scrollingElement.scrollWidth")
+    assert width <= 392, width
+    # every slider's number box shows its whole value (the "Max tokens" box showed "409" of 4096)
+    clipped = pg.evaluate("""() => [...document.querySelectorAll('#decode input[type=number], .gradio-container input[type=number]')]
+        .filter(i => i.offsetParent && i.scrollWidth > i.clientWidth + 1).map(i => i.value)""")
+    assert not clipped, clipped
+    # figure titles are labels above the plots, not text under plotly's toolbar
+    assert pg.evaluate("() => document.querySelectorAll('.js-plotly-plot .gtitle').length") == 0
+    ctx.close()
