@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, app_page, launched_app, make_tiny_twins, run_and_wait
+from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, app_page, launched_app, make_tiny_twins, run_and_wait, wait_for_result
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"{CHROMIUM} not found: install Debian's chromium package (apt-get install chromium)", allow_module_level=True)
@@ -216,3 +216,29 @@ def test_phone_layout_has_no_overlap(browser, app_url):
     # figure titles are labels above the plots, not text under plotly's toolbar
     assert pg.evaluate("() => document.querySelectorAll('.js-plotly-plot .gtitle').length") == 0
     ctx.close()
+
+
+@pytest.fixture(scope="module")
+def corpus_store(app_url, tmp_path_factory):
+    """A small store decoded by the app's own (tiny) twins: two bundled pages, both decoders."""
+    from mudiff_viz.corpus.runner import run_corpus
+    from tests.ui_support import ROOT
+
+    store = tmp_path_factory.mktemp("corpus") / "store"
+    samples = ROOT / "assets" / "samples"
+    run_corpus([str(samples / "courier-short.pdf"), str(samples / "helvetica-page.pdf")], store, models="nano",
+               knobs={"max_new_tokens": 16, "block_length": 8, "steps": 8})
+    return store
+
+
+def test_corpus_tab_plays_the_clicked_page(page, corpus_store):
+    page.get_by_role("tab", name="Corpus").click()
+    page.fill("#corpus-path textarea, #corpus-path input", str(corpus_store))
+    page.click("#corpus-open")
+    page.wait_for_function("() => document.querySelector('#corpus-status').innerText.includes('4 decoded pages')",
+                           timeout=60_000)
+    point = page.locator("#corpus-fig-cer-by-level .scatterlayer .point").first
+    point.wait_for(state="visible", timeout=60_000)  # plotly.js, served by the app itself
+    point.click(force=True)
+    wait_for_result(page, "#corpus-player", timeout=60_000)
+    assert "page" in page.inner_text("#corpus-page-status")

@@ -109,17 +109,21 @@ def open_store(store: Path, run: str | None) -> dict:
     tabs = corpus_tables(store, run_id)
     figs = corpus_figures(store, run_id, tables=tabs)
     over = tabs["overview"]
-    ok = sum(r.get("ok", 0) or 0 for r in over)
+    ok = sum(r.get("pages_ok", 0) or 0 for r in over)
     failed = sum(r.get("failed", 0) or 0 for r in over)
     status = (f"**{store.name}** · {len(tabs['runs'])} run(s) · {ok} decoded pages, {failed} failed. "
               "Click a page's point in a figure to play its trace below.")
     headers = list(over[0].keys()) if over else ["decoder"]
     return {
         "status": status,
-        "overview": gr.update(value=[[r[h] for h in headers] for r in over], headers=headers),
+        "overview": gr.update(value=[[_cell(r[h]) for h in headers] for r in over], headers=headers),
         **{name: figs[name].to_json() for name in FIGURES},
         "tables": tables_markdown(tabs),
     }
+
+
+def _cell(value):
+    return float(f"{value:.4g}") if isinstance(value, float) else value
 
 
 @user_errors
