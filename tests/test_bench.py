@@ -25,7 +25,21 @@ def test_bench_reports_every_key_in_both_regimes(tiny_models):
     # the regimes decode the same lines to the same text (batching changes speed, not results)
     assert batch["per_page"][0]["diffusion"]["tokens"] == single["per_page"][0]["diffusion"]["tokens"]
     assert result["trace_bytes_per_token"] > 0 and result["recording_overhead"] > 0
+    for stats in result["spreads"].values():  # every ratio with its spread
+        lo, hi = stats["interval"]
+        assert lo <= stats["value"] <= hi and stats["repeat_range"][0] <= stats["repeat_range"][1]
+    assert result["first_frame"]["max_after_prefill_s"] >= 0
     json.dumps(result)  # plain data
+
+
+def test_ratio_spread_over_pages_and_passes():
+    from mudiff_viz.bench.speed import ratio_stats
+
+    rows = [{"a": {"t": [2.0, 2.2]}, "b": {"t": [1.0, 1.0]}}, {"a": {"t": [4.0, 4.0]}, "b": {"t": [1.0, 1.0]}}]
+    s = ratio_stats(rows, ("a", "t"), ("b", "t"))
+    assert s["value"] == (2.1 + 4.0) / 2  # sums of per-page medians
+    assert s["interval"] == [2.1, 4.0]  # resampling pages: both from page 1 .. both from page 2
+    assert s["repeat_range"] == [3.0, 3.1]
 
 
 def test_recording_switch_really_disables_recording(tiny_models):
@@ -57,4 +71,5 @@ def test_bench_cli_quick_writes_json(tiny_models, tmp_path, capsys):
                      "--threads", "1", "--out", str(out)])
     assert code == 0
     data = json.loads(out.read_text())
-    assert data["pages"] == 2 and data["repeats"] == 1
+    assert data["pages"] == 3 and data["repeats"] == 2
+    assert "speedup_vs_ar_page_batch:" in capsys.readouterr().out  # each ratio printed with its spread

@@ -11,6 +11,7 @@ import json
 import random
 import resource
 import statistics
+import time
 from dataclasses import replace
 
 from mudiff_viz.core.metrics import cer
@@ -42,52 +43,84 @@ def _decode(page: Page, model: str, decoder: str, params, one_region_at_a_time: 
 
 
 REGIMES = {"page_batch": False, "one_region_at_a_time": True}
+VARIANTS = ("diffusion", "ar", "diffusion_norec", "ar_norec")
+QUICK = {"n_pages": 3, "repeats": 2}  # the first pages of the full bench, so both measure the same thing
+FULL = {"n_pages": 6, "repeats": 3}
+BOOTSTRAP = 2000
 
 
-def _regime(pages, model, ar_model, diff, ar, repeats, sequential, record_off: bool, log, name):
-    """Per-page medians for diffusion and AR (and their recording-off twins) in one regime."""
-    diff_off, ar_off = replace(diff, record=False), replace(ar, record=False)
+def _variant_params(diff, ar):
+    return {"diffusion": ("diffusion", diff), "ar": ("ar", ar), "diffusion_norec": ("diffusion", replace(diff, record=False)),
+            "ar_norec": ("ar", replace(ar, record=False))}
+
+
+def _regime(pages, model, ar_model, diff, ar, repeats, sequential, log, name):
+    """Every variant on every page: one untimed warm-up decode per variant and page (new shapes
+    pay one-off costs), then ``repeats`` timed passes, the variants' order rotated each pass so no
+    variant always runs first. Returns per-page rows with every timed run kept."""
+    variants = _variant_params(diff, ar)
+    specs = {"diffusion": model, "ar": ar_model}
     per_page = []
     for i, page in enumerate(pages):
-        runs: dict[str, list] = {"diffusion": [], "ar": []}
-        if record_off:
-            runs.update({"diffusion_norec": [], "ar_norec": []})
-        for _ in range(repeats):
-            # interleaved so drift in machine speed hits every variant alike
-            runs["diffusion"].append(_decode(page, model, "diffusion", diff, sequential))
-            runs["ar"].append(_decode(page, ar_model, "ar", ar, sequential))
-            if record_off:
-                runs["diffusion_norec"].append(_decode(page, model, "diffusion", diff_off, sequential))
-                runs["ar_norec"].append(_decode(page, ar_model, "ar", ar_off, sequential))
-        med = {k: {m: statistics.median(t.metrics[m] for t in v) for m in ("wall_s", "prefill_s", "decode_s")}
-               for k, v in runs.items()}
+        for v in VARIANTS:  # warm-up
+            decoder, params = variants[v]
+            _decode(page, specs[decoder], decoder, params, sequential)
+        runs: dict[str, list] = {v: [] for v in VARIANTS}
+        for r in range(repeats):
+            order = VARIANTS[r % len(VARIANTS):] + VARIANTS[:r % len(VARIANTS)]
+            for v in order:
+                decoder, params = variants[v]
+                runs[v].append(_decode(page, specs[decoder], decoder, params, sequential))
         d, a = runs["diffusion"][0], runs["ar"][0]
-        row = {
-            "page": i,
-            "chars": len(page.text or ""),
-            "regions": len(d.regions),
-            "diffusion": {**med["diffusion"], "tokens": d.metrics["tokens"], "nfe": d.metrics["nfe"],
-                          "tokens_per_forward": d.metrics["tokens_per_forward"], "cer": d.metrics.get("cer"),
-                          "trace_bytes": len(d.to_json().encode())},
-            "ar": {**med["ar"], "tokens": a.metrics["tokens"], "nfe": a.metrics["nfe"],
-                   "tokens_per_forward": a.metrics["tokens_per_forward"], "cer": a.metrics.get("cer")},
-        }
-        if record_off:
-            row["diffusion_norec"], row["ar_norec"] = med["diffusion_norec"], med["ar_norec"]
+        row = {"page": i, "chars": len(page.text or ""), "regions": len(d.regions)}
+        for v in VARIANTS:
+            row[v] = {m: [t.metrics[m] for t in runs[v]] for m in ("wall_s", "prefill_s", "decode_s")}
+        for v, t in (("diffusion", d), ("ar", a)):
+            row[v].update(tokens=t.metrics["tokens"], nfe=t.metrics["nfe"], tokens_per_forward=t.metrics["tokens_per_forward"],
+                          cer=t.metrics.get("cer"))
+        row["diffusion"]["trace_bytes"] = len(d.to_json().encode())
         per_page.append(row)
-        log(f"[{name}] page {i}: diffusion decode {row['diffusion']['decode_s']:.2f}s "
+        log(f"[{name}] page {i}: diffusion decode {statistics.median(row['diffusion']['decode_s']):.2f}s "
             f"(tpf {row['diffusion']['tokens_per_forward']:.2f}, CER {100 * (row['diffusion']['cer'] or 0):.2f}%), "
-            f"AR decode {row['ar']['decode_s']:.2f}s (CER {100 * (row['ar']['cer'] or 0):.2f}%)")
+            f"AR decode {statistics.median(row['ar']['decode_s']):.2f}s (CER {100 * (row['ar']['cer'] or 0):.2f}%)")
     return per_page
 
 
-def run_bench(model: str = "nano", n_pages: int = 6, repeats: int = 3, ar_model: str | None = None,
+def ratio_stats(rows: list[dict], num: tuple[str, str], den: tuple[str, str], seed: int = 0) -> dict:
+    """A ratio of sums over pages (``num``/``den`` name (variant, metric)), from per-page medians over
+    repeats, with two spreads: ``interval``, the 95% bootstrap interval over pages (what another
+    set of pages could give: a quick run on fewer pages should land inside the full run's), and
+    ``repeat_range``, the ratio of each timed pass alone (timing noise on these pages)."""
+    def med(row, key):
+        return statistics.median(row[key[0]][key[1]])
+
+    value = sum(med(r, num) for r in rows) / sum(med(r, den) for r in rows)
+    rng = random.Random(seed)
+    boots = []
+    for _ in range(BOOTSTRAP if len(rows) > 1 else 0):
+        pick = [rows[rng.randrange(len(rows))] for _ in rows]
+        boots.append(sum(med(r, num) for r in pick) / sum(med(r, den) for r in pick))
+    boots.sort()
+    interval = [boots[int(0.025 * len(boots))], boots[int(0.975 * len(boots)) - 1]] if boots else [value, value]
+    n_rep = len(rows[0][num[0]][num[1]])
+    per_pass = [sum(r[num[0]][num[1]][k] for r in rows) / sum(r[den[0]][den[1]][k] for r in rows) for k in range(n_rep)]
+    return {"value": value, "interval": interval, "repeat_range": [min(per_pass), max(per_pass)]}
+
+
+def ratio_text(stats: dict, unit: str = "x") -> str:
+    lo, hi = stats["interval"]
+    rlo, rhi = stats["repeat_range"]
+    return (f"{stats['value']:.2f}{unit} (95% over pages {lo:.2f}-{hi:.2f}; passes {rlo:.2f}-{rhi:.2f})")
+
+
+def run_bench(model: str = "nano", n_pages: int = FULL["n_pages"], repeats: int = FULL["repeats"], ar_model: str | None = None,
               block_length: int = 32, threshold: float = 0.95, log=print) -> dict:
     """The benchmark: one run, same pages, warm, medians over repeats, in two regimes.
 
     ``page_batch``: every region of a page decodes as one batch (what the app does with the nano
     models). ``one_region_at_a_time``: a batch of one (what the real model does, and what the
-    paper's tokens/s measure). ``speedup_vs_ar`` is the latter; both are reported.
+    paper's tokens/s measure). ``speedup_vs_ar`` is the latter; both are reported. Every ratio
+    comes with its spread (:func:`ratio_stats`).
     """
     pages = bench_pages(n_pages)
     ar_model = ar_model or model
@@ -96,26 +129,30 @@ def run_bench(model: str = "nano", n_pages: int = 6, repeats: int = 3, ar_model:
     for sequential in (False, True):  # warm-up: load models, allocator, caches
         _decode(pages[0], model, "diffusion", diff, sequential)
         _decode(pages[0], ar_model, "ar", ar, sequential)
-    regimes = {name: _regime(pages, model, ar_model, diff, ar, repeats, seq, record_off=True, log=log, name=name)
+    regimes = {name: _regime(pages, model, ar_model, diff, ar, repeats, seq, log=log, name=name)
                for name, seq in REGIMES.items()}
 
     def total(rows, key, m):
-        return sum(r[key][m] for r in rows)
+        return sum(statistics.median(r[key][m]) for r in rows)
 
     summary = {}
     for name, rows in regimes.items():
         d_tokens = sum(r["diffusion"]["tokens"] for r in rows)
+        ratios = {
+            "speedup_vs_ar": ratio_stats(rows, ("ar", "decode_s"), ("diffusion", "decode_s")),
+            "speedup_vs_ar_wall": ratio_stats(rows, ("ar", "wall_s"), ("diffusion", "wall_s")),
+            "recording_overhead": ratio_stats(rows, ("diffusion", "wall_s"), ("diffusion_norec", "wall_s")),
+            "recording_overhead_ar": ratio_stats(rows, ("ar", "wall_s"), ("ar_norec", "wall_s")),
+        }
         summary[name] = {
             "tokens_per_forward": {
                 "diffusion": d_tokens / sum(r["diffusion"]["nfe"] for r in rows),
                 "ar": sum(r["ar"]["tokens"] for r in rows) / sum(r["ar"]["nfe"] for r in rows),
             },
-            "speedup_vs_ar": total(rows, "ar", "decode_s") / total(rows, "diffusion", "decode_s"),
-            "speedup_vs_ar_wall": total(rows, "ar", "wall_s") / total(rows, "diffusion", "wall_s"),
+            **{k: v["value"] for k, v in ratios.items()},
+            "ratios": ratios,
             "prefill_s_per_page": {"diffusion": total(rows, "diffusion", "prefill_s") / n_pages,
                                    "ar": total(rows, "ar", "prefill_s") / n_pages},
-            "recording_overhead": total(rows, "diffusion", "wall_s") / total(rows, "diffusion_norec", "wall_s"),
-            "recording_overhead_ar": total(rows, "ar", "wall_s") / total(rows, "ar_norec", "wall_s"),
             "trace_bytes_per_token": sum(r["diffusion"]["trace_bytes"] for r in rows) / d_tokens,
             "cer": {"diffusion": _micro_cer(rows, "diffusion"), "ar": _micro_cer(rows, "ar")},
             "decode_s_per_page": {"diffusion": total(rows, "diffusion", "decode_s") / n_pages,
@@ -138,6 +175,11 @@ def run_bench(model: str = "nano", n_pages: int = 6, repeats: int = 3, ar_model:
         "speedup_vs_ar_page_batch": batch["speedup_vs_ar"],
         "recording_overhead": batch["recording_overhead"],
         "recording_overhead_one_region": head["recording_overhead"],
+        "spreads": {"speedup_vs_ar": head["ratios"]["speedup_vs_ar"],
+                    "speedup_vs_ar_page_batch": batch["ratios"]["speedup_vs_ar"],
+                    "recording_overhead": batch["ratios"]["recording_overhead"],
+                    "recording_overhead_one_region": head["ratios"]["recording_overhead"]},
+        "first_frame": first_frame(pages, model, diff),
         "trace_bytes_per_token": batch["trace_bytes_per_token"],
         "peak_rss_mb": _peak_rss_mb(),
         "cer": batch["cer"],
@@ -145,6 +187,25 @@ def run_bench(model: str = "nano", n_pages: int = 6, repeats: int = 3, ar_model:
         "pages_per_second": batch["pages_per_second"],
         "regimes": summary,
     }
+
+
+def first_frame(pages: list[Page], model: str, params) -> dict:
+    """How soon a streamed view gets its first frame: seconds from the end of the prefill to the
+    first snapshot of the trace (the app's player shows it), per page, page-batch regime."""
+    after = []
+    for page in pages:
+        marks: dict = {}
+        t0 = time.perf_counter()
+
+        def snap(make, marks=marks):
+            if "first" not in marks:
+                make()  # what the app pays to build the frame
+                marks["first"] = time.perf_counter() - t0
+
+        trace = decode_page(page, model=model, decoder="diffusion", params=params, snapshot=snap)
+        after.append(marks.get("first", trace.metrics["wall_s"]) - trace.metrics["prefill_s"])
+    return {"after_prefill_s": [round(a, 4) for a in after], "max_after_prefill_s": round(max(after), 4),
+            "median_after_prefill_s": round(statistics.median(after), 4)}
 
 
 def _micro_cer(rows: list[dict], key: str) -> float | None:

@@ -8,16 +8,17 @@ import sys
 import time
 from pathlib import Path
 
-from mudiff_viz.bench.speed import run_bench, run_sweep, sweep_figure, sweep_table
+from mudiff_viz.bench.speed import FULL, QUICK, ratio_text, run_bench, run_sweep, sweep_figure, sweep_table
 
 
 def register(sub) -> None:
     b = sub.add_parser("bench", help="speed, parallelism and recording-cost benchmark (one run, ratios)")
     b.add_argument("--model", default="nano")
     b.add_argument("--ar-model", help="AR model spec (default: same as --model)")
-    b.add_argument("--pages", type=int, default=6)
-    b.add_argument("--repeats", type=int, default=3)
-    b.add_argument("--quick", action="store_true", help="2 pages, 1 repeat (under 3 minutes on 2 CPU cores)")
+    b.add_argument("--pages", type=int, default=FULL["n_pages"])
+    b.add_argument("--repeats", type=int, default=FULL["repeats"])
+    b.add_argument("--quick", action="store_true",
+                   help=f"the first {QUICK['n_pages']} pages, {QUICK['repeats']} timed passes (a few minutes on 2 CPU cores)")
     b.add_argument("--threads", type=int, default=2)
     b.add_argument("--out", default="bench.json")
     b.set_defaults(func=cmd_bench)
@@ -36,7 +37,7 @@ def cmd_bench(args) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    n, repeats = (2, 1) if args.quick else (args.pages, args.repeats)
+    n, repeats = (QUICK["n_pages"], QUICK["repeats"]) if args.quick else (args.pages, args.repeats)
     t0 = time.perf_counter()
     result = run_bench(args.model, n, repeats, ar_model=args.ar_model, log=lambda m: print(m, file=sys.stderr))
     result["threads"] = args.threads
@@ -45,6 +46,10 @@ def cmd_bench(args) -> int:
     keys = ("tokens_per_forward", "speedup_vs_ar", "speedup_vs_ar_page_batch", "recording_overhead",
             "trace_bytes_per_token", "peak_rss_mb", "cer", "decode_s_per_page")
     print(json.dumps({k: result[k] for k in keys}, indent=1))
+    for name, stats in result["spreads"].items():
+        print(f"{name}: {ratio_text(stats)}")
+    ff = result["first_frame"]
+    print(f"first frame after the prefill: median {ff['median_after_prefill_s']:.2f} s, max {ff['max_after_prefill_s']:.2f} s")
     return 0
 
 
