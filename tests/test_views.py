@@ -217,3 +217,31 @@ def test_token_correctness_against_ground_truth(diffusion):
     assert all(m == -1 for m, tok in zip(marks, t.regions[0].tokens) if tok.stop)
     assert token_correctness(diffusion.regions[1]) == [-1] * len(diffusion.regions[1].tokens)  # no ground truth
     assert player_payload(t)["slots"]["correct"][:3] == [1, 1, 0]
+
+
+def _with_confidence(trace: Trace, conf: float) -> Trace:
+    d = json.loads(trace.to_json())
+    for r in d["regions"]:
+        for t in r["tokens"]:
+            t["confidence"] = conf
+    return Trace.from_dict(d)
+
+
+def test_decode_warnings_say_why_a_result_is_suspect(diffusion):
+    from mudiff_viz.views.diffs import diff_html, word_runs
+    from mudiff_viz.views.warnings import decode_warnings
+
+    assert decode_warnings(_with_confidence(diffusion, 0.99)) == []
+    unsure = decode_warnings(_with_confidence(diffusion, 0.3))
+    assert len(unsure) == 1 and "mean confidence 0.30" in unsure[0]
+    d = json.loads(diffusion.to_json())
+    for r in d["regions"]:
+        r["tokens"], r["text"] = [], ""
+    d["text"] = ""
+    assert decode_warnings(Trace.from_dict(d))[0].startswith("No text was found")
+    # word-level diffs: whole words, in reading order, model text escaped
+    assert word_runs("the cat sat", "the cat sat") == [("equal", "the cat sat", "the cat sat")]
+    runs = word_runs("the dog sat down", "the cat sat")
+    assert ("replace", "dog", "cat") in runs and runs[-1] == ("insert", " down", "")
+    html = diff_html("a <b>x</b> c", "a y c")
+    assert "<del>y</del><ins>&lt;b&gt;x&lt;/b&gt;</ins>" in html and "<b>x" not in html
