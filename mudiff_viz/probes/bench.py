@@ -23,7 +23,7 @@ from rapidfuzz.distance import Levenshtein
 
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits, current
-from mudiff_viz.core.metrics import CONFIDENT, cer
+from mudiff_viz.core.metrics import CONFIDENT, cer, first_step_share, mean_steps_per_block
 from mudiff_viz.core.order import order_summary
 from mudiff_viz.decoding.pipeline import decode_page, make_params
 from mudiff_viz.inputs.pages import read_source, sniff_kind
@@ -159,8 +159,10 @@ def score_row(trace, gt: str) -> dict:
         "error_tokens": n_err,
         "confident_error_tokens": n_conf,
         "gt_chars": len(gt),
+        "steps_per_block": mean_steps_per_block(trace),
         **{k: order.get(k) for k in ("occluded_words", "recovered_words", "recovery_rate", "cer_rest",
-                                     "first_step_share", "occluded_last_step_share", "other_last_step_share")},
+                                     "occluded_last_step_share", "other_last_step_share")},
+        "first_step_share": first_step_share(trace),
     }
 
 
@@ -217,7 +219,8 @@ def run_shuffle_benchmark(
                         for decoder in decoders:
                             cached = done_cache.get((key, decoder))
                             if cached is None:
-                                params = make_params(limits, **{**(knobs or {}), "record": bool(fraction)})
+                                # recorded: the order statistics (steps per block, first-step share) need the steps
+                                params = make_params(limits, **{**(knobs or {}), "record": True})
                                 trace = decode_page(page, model=specs[decoder], decoder=decoder, params=params)
                                 cached = done_cache[(key, decoder)] = score_row(trace, sp.gt_text)
                                 reused = False
@@ -271,7 +274,8 @@ def condition_table(rows: list[dict]) -> list[dict]:
                and r.get("degrade", CLEAN) == deg]
         entry = {"decoder": decoder, "level": level, "occlusion": occ, "degrade": deg, "pages": len({r["page"] for r in sel}),
                  "seeds": len({r["seed"] for r in sel})}
-        for key in ("cer", "recovery_rate", "cer_rest", "occluded_last_step_share", "first_step_share"):
+        for key in ("cer", "recovery_rate", "cer_rest", "occluded_last_step_share", "first_step_share", "steps_per_block",
+                    "mean_confidence"):
             entry[key], entry[f"{key}_seed_range"] = _seed_stat(sel, key)
         out.append(entry)
     return out
@@ -282,13 +286,19 @@ def condition_markdown(conditions: list[dict]) -> str:
     def pct(v, rng):
         return "–" if v is None else f"{100 * v:.2f}% [{100 * rng[0]:.2f}, {100 * rng[1]:.2f}]"
 
+    def num(v):
+        return "–" if v is None else f"{v:.2f}"
+
     lines = ["| decoder | level | occluded | degradation | CER [seed range] | occluded words recovered | CER on the rest "
-             "| occluded tokens at the block's last step |", "|---|---|---|---|---|---|---|---|"]
+             "| occluded tokens at the block's last step | first-step commits | steps / block | mean confidence |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in conditions:
         lines.append(f"| {c['decoder']} | {c['level']:g} | {c['occlusion']:g} | {c['degrade']} | "
                      f"{pct(c['cer'], c['cer_seed_range'])} | {pct(c['recovery_rate'], c['recovery_rate_seed_range'])} | "
                      f"{pct(c['cer_rest'], c['cer_rest_seed_range'])} | "
-                     f"{pct(c['occluded_last_step_share'], c['occluded_last_step_share_seed_range'])} |")
+                     f"{pct(c['occluded_last_step_share'], c['occluded_last_step_share_seed_range'])} | "
+                     f"{pct(c['first_step_share'], c['first_step_share_seed_range'])} | {num(c['steps_per_block'])} | "
+                     f"{num(c['mean_confidence'])} |")
     return "\n".join(lines) + "\n"
 
 
