@@ -55,7 +55,10 @@ def synthetic_pages(n: int) -> tuple[list[BenchPage], list[dict]]:
 
 def weights_id(spec: str, decoder: str) -> str:
     """Short SHA-256 of the weights a spec loads (so the table says which checkpoint it measured)."""
-    folder = ROOT / "assets" / "models" / f"nano-{decoder}" if spec.startswith("nano") else Path(spec)
+    from models.registry import NANO_DIR, SHIPPED
+
+    family = SHIPPED.get(spec)
+    folder = NANO_DIR / f"{family}-{decoder}" if family else Path(spec)
     path = folder / "model.safetensors"
     if not path.is_file():
         return "unknown"
