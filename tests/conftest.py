@@ -23,17 +23,6 @@ import pytest  # noqa: E402
 def tiny_models(tmp_path_factory) -> dict:
     """Random-weight nano twins in the shipped layout (config.json + model.safetensors): real code
     paths end to end without the trained weights."""
-    import torch
+    from tests.ui_support import tiny_twin
 
-    from models.nano_char.model import NanoConfig, NanoOCR
-    from models.nano_char.weights import save_model
-
-    out = {}
-    for kind in ("diffusion", "ar"):
-        torch.manual_seed(0)
-        cfg = NanoConfig(kind=kind, d_model=64, n_layers=1, n_heads=2, mlp_hidden=128, enc_dim=64, enc_layers=1,
-                         conv_channels=(8, 16, 16, 16), max_answer=24)
-        d = tmp_path_factory.mktemp(f"nano-{kind}")
-        save_model(NanoOCR(cfg), d)
-        out[kind] = d
-    return out
+    return {kind: tiny_twin(kind, tmp_path_factory.mktemp(f"nano-{kind}")) for kind in ("diffusion", "ar")}

@@ -20,17 +20,38 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 
 
-def make_tiny_twins(folder: Path) -> Path:
+def tiny_twin(kind: str, out_dir: Path) -> Path:
+    """One random-weight twin of the shipped embedded family (``registry.SHIPPED['nano']``) in its
+    on-disk layout: config.json + model.safetensors (+ the shipped tokenizer.json for the subword
+    pair). One layer, 64 wide, a 24-token answer cap."""
     import torch
 
-    from models.nano_char.model import NanoConfig, NanoOCR
-    from models.nano_char.weights import save_model
+    from models import registry
 
-    for kind in ("diffusion", "ar"):
-        torch.manual_seed(0)
+    torch.manual_seed(0)
+    if registry.SHIPPED["nano"] == "nano-char":
+        from models.nano_char.model import NanoConfig, NanoOCR
+        from models.nano_char.weights import save_model
+
         cfg = NanoConfig(kind=kind, d_model=64, n_layers=1, n_heads=2, mlp_hidden=128, enc_dim=64, enc_layers=1,
                          conv_channels=(8, 16, 16, 16), max_answer=24)
-        save_model(NanoOCR(cfg), folder / f"nano-char-{kind}")
+        save_model(NanoOCR(cfg), out_dir)
+        return out_dir
+    from models.nano.model import NanoConfig, NanoOCR
+    from models.nano.weights import save_model
+
+    cfg = NanoConfig(kind=kind, d_model=64, n_layers=1, n_heads=2, mlp_hidden=128, enc_dim=64, enc_layers=1,
+                     conv_channels=(8, 16, 16, 16), max_answer=24)
+    save_model(NanoOCR(cfg), out_dir, tokenizer=registry.NANO_DIR / f"{registry.SHIPPED['nano']}-ar" / "tokenizer.json")
+    return out_dir
+
+
+def make_tiny_twins(folder: Path) -> Path:
+    """Both tiny twins under ``folder`` with the shipped folder names (point registry.NANO_DIR at it)."""
+    from models import registry
+
+    for kind in ("diffusion", "ar"):
+        tiny_twin(kind, folder / f"{registry.SHIPPED['nano']}-{kind}")
     return folder
 
 
