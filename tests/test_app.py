@@ -13,7 +13,16 @@ import pytest
 
 from mudiff_viz.core.errors import ModelLoadError
 from mudiff_viz.core.trace import Trace, check_invariants
-from tests.ui_support import ROOT, SAMPLE, launched_app, make_tiny_twins
+from tests.ui_support import (
+    COMPARE_OUTPUTS,
+    DECODE_OUTPUTS,
+    ROOT,
+    SAMPLE,
+    VIEW_OUTPUTS,
+    launched_app,
+    make_tiny_twins,
+    named,
+)
 
 
 @pytest.fixture(scope="module")
@@ -28,22 +37,6 @@ def client(app_url):
     from gradio_client import Client
 
     return Client(app_url, verbose=False)
-
-
-DECODE_OUTPUTS = ("status", "warning", "player", "fig_order", "fig_conf", "fig_tpf", "downloads")
-COMPARE_OUTPUTS = ("status", "warning", "player", "table", "diff_note", "diff_ar", "diff_diffusion", "fig_forward",
-                   "fig_wall", "fig_conf", "fig_order", "downloads")
-VIEW_OUTPUTS = ("status", "warning", "player", "fig_order", "fig_conf", "fig_tpf", "downloads", "table", "fig_wall")
-
-
-def value(x):
-    """An output's value (gr.update(...) outputs arrive as update dicts)."""
-    return x.get("value") if isinstance(x, dict) and x.get("__type__") == "update" else x
-
-
-def named(out, names) -> dict:
-    assert len(out) == len(names), (len(out), names)
-    return {n: value(x) for n, x in zip(names, out)}
 
 
 def decode_args(decoder="diffusion", **over) -> dict:

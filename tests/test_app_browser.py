@@ -12,7 +12,15 @@ import os
 
 import pytest
 
-from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, app_page, launched_app, make_tiny_twins, run_and_wait, wait_for_result
+from tests.ui_support import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    app_page,
+    launched_app,
+    make_tiny_twins,
+    run_and_wait,
+    wait_for_result,
+)
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"{CHROMIUM} not found: install Debian's chromium package (apt-get install chromium)", allow_module_level=True)

@@ -17,7 +17,7 @@ from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.trace import Trace
 from tests.test_cli import run_cli
 from tests.test_hostile_inputs import CORPUS, HOSTILE_TRACES, js_pdf, png_bytes
-from tests.ui_support import SAMPLE, launched_app, make_tiny_twins
+from tests.ui_support import DECODE_OUTPUTS, SAMPLE, launched_app, make_tiny_twins, named
 
 UPLOAD_CAP = 2_000_000
 
@@ -157,12 +157,11 @@ def test_hostile_pages_in_the_other_tabs(client, corpus):
 
 
 def test_javascript_pdf_decodes_as_plain_text(client, corpus):
-    out = decode(client, corpus / "js.pdf")
-    trace = Trace.load(out[-1][0])
+    out = named(decode(client, corpus / "js.pdf"), DECODE_OUTPUTS)
+    trace = Trace.load(out["downloads"][0])
     assert trace.gt_text == "<script>alert(1)</script> <b>bold</b>"
-    payload = out[2]
-    assert payload["regions"][0]["gt"] == trace.gt_text  # data for textContent, never markup
-    assert "<script" not in out[0]  # the status line carries no page or model text
+    assert out["player"]["regions"][0]["gt"] == trace.gt_text  # data for textContent, never markup
+    assert "<script" not in out["status"]  # the status line carries no page or model text
 
 
 def test_oversized_upload_is_refused_by_gradio(client, app_url, corpus):
@@ -181,6 +180,6 @@ def test_oversized_upload_is_refused_by_gradio(client, app_url, corpus):
 def test_good_page_decodes_after_all_that(client, corpus):
     for name in ("bomb.png", "corrupt.pdf", "empty.png"):
         app_error(lambda: decode(client, corpus / name))
-    status, _warning, payload, *_ , files = decode(client, SAMPLE, decoder="diffusion")
-    assert payload["kind"] == "mudiff-player" and len(payload["regions"]) == 15
-    assert Trace.load(files[0]).page.source == "courier-short.pdf" and "CER" in status
+    out = named(decode(client, SAMPLE, decoder="diffusion"), DECODE_OUTPUTS)
+    assert out["player"]["kind"] == "mudiff-player" and len(out["player"]["regions"]) == 15
+    assert Trace.load(out["downloads"][0]).page.source == "courier-short.pdf" and "CER" in out["status"]

@@ -133,3 +133,20 @@ def run_and_wait(pg, button: str, root: str = "#player", timeout: int = 120_000)
     before = player_loads(pg, root)
     pg.click(button)
     wait_for_result(pg, root, timeout=timeout, after=before)
+
+
+# The outputs of the app's API endpoints, in order (mudiff_viz/ui/results.py names them).
+DECODE_OUTPUTS = ("status", "warning", "player", "fig_order", "fig_conf", "fig_tpf", "downloads")
+COMPARE_OUTPUTS = ("status", "warning", "player", "table", "diff_note", "diff_ar", "diff_diffusion", "fig_forward",
+                   "fig_wall", "fig_conf", "fig_order", "downloads")
+VIEW_OUTPUTS = ("status", "warning", "player", "fig_order", "fig_conf", "fig_tpf", "downloads", "table", "fig_wall")
+
+
+def value(x):
+    """An output's value (gr.update(...) outputs arrive as update dicts)."""
+    return x.get("value") if isinstance(x, dict) and x.get("__type__") == "update" else x
+
+
+def named(out, names) -> dict:
+    assert len(out) == len(names), (len(out), names)
+    return {n: value(x) for n, x in zip(names, out)}
