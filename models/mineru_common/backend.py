@@ -8,6 +8,7 @@ from models.mineru_common.layout import parse_layout
 from models.mineru_common.tasks import layout_region, page_region
 from models.mineru_common.text import ChatText
 from mudiff_viz.core.types import Region
+from mudiff_viz.inputs.page import joined_chars
 
 
 class MinerUBackend(Backend):
@@ -16,7 +17,10 @@ class MinerUBackend(Backend):
 
     def regions(self, page) -> list[Region]:
         """The whole page, recognised as text (the layout parse is the pipeline's mode 'layout')."""
-        return [page_region(page.width, page.height, page.text)]
+        region = page_region(page.width, page.height, page.text)
+        if page.lines:  # character boxes: token boxes on the page, occluded words located in the text
+            region.gt_chars = joined_chars(page.lines)
+        return [region]
 
     def token_text(self, token_id: int) -> str:
         return self.text.token_text(token_id)

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mudiff_viz.cli.common import add_limit_flags, limits_from
+from mudiff_viz.cli.common import add_knob_flags, add_limit_flags, knobs_from, limits_from
 from mudiff_viz.core.errors import UserInputError
 
 
@@ -46,6 +46,7 @@ def register(sub) -> None:
     b.add_argument("--degrade", action="append", default=[],
                    help="a degradation to add to the grid, e.g. dpi=72,blur=1 (repeat for several; 'none' is always in)")
     b.add_argument("--out", required=True, help="output directory")
+    add_knob_flags(b)
     add_limit_flags(b)
     b.set_defaults(func=cmd_shuffle_bench)
 
@@ -128,7 +129,7 @@ def cmd_shuffle_bench(args) -> int:
     degradations = [{}] + [parse_degrade(spec) for spec in args.degrade if spec.strip() != "none"]
     result = run_shuffle_benchmark(pages, levels, args.seeds, model=args.model, progress=progress,
                                    decoders=decoders, dpi=args.dpi, limits=limits, occlusions=occlusions,
-                                   degradations=degradations)
+                                   degradations=degradations, knobs=knobs_from(args))
     paths = write_outputs(result, args.out)
     for line in summary_lines(result.summary):
         print(line)

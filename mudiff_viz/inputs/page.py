@@ -42,6 +42,18 @@ class TextLine:
         return out
 
 
+def joined_chars(lines: list[TextLine]) -> list[tuple[str, Box]]:
+    """The characters of ``lines`` joined as their texts are joined (``"\n"`` between lines, boxed as
+    a sliver at the end of the line before), so index i is character i of the joined ground truth."""
+    chars: list[tuple[str, Box]] = []
+    for k, line in enumerate(lines):
+        if k:
+            b = lines[k - 1].bbox
+            chars.append(("\n", (b[2], b[1], b[2] + 1.0, b[3])))
+        chars.extend((c.c, c.bbox) for c in line.chars)
+    return chars
+
+
 @dataclass
 class Page:
     """A page ready to decode: its raster and, for text PDFs, its text layer."""
