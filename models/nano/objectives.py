@@ -85,6 +85,31 @@ def ar_loss(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, batch, ct
     return main + ctc_weight * ctc, {"ce": main.item(), "acc": acc.item(), "ctc": ctc.item()}
 
 
+def draw_mask(real: torch.Tensor, block_size: int, generator: torch.Generator, eps: float = 1e-3,
+              suffix_share: float = 0.0) -> torch.Tensor:
+    """Which answer tokens to mask (B, N), N a multiple of ``block_size``; ``real`` marks non-padding.
+
+    A row is masked uniformly (t ~ U(0,1), each token with p = (1-eps)t + eps, SDAR's schedule) or,
+    with probability ``suffix_share``, as a left-to-right decode leaves its blocks: each block keeps a
+    clean prefix of random length (0 .. block_size-1) and masks the rest. At least one token per row.
+    """
+    b, n = real.shape
+    t = torch.rand(b, 1, generator=generator)
+    prob = (1 - eps) * t + eps
+    masked = torch.rand(b, n, generator=generator) < prob
+    if suffix_share > 0:
+        in_block = torch.arange(n) % block_size
+        cut = torch.randint(0, block_size, (b, n // block_size), generator=generator).repeat_interleave(block_size, 1)
+        suffix = torch.rand(b, 1, generator=generator) < suffix_share
+        masked = torch.where(suffix, in_block[None] >= cut, masked)
+    masked &= real
+    none = ~masked.any(1)
+    if none.any():
+        first = torch.argmax(real.float() * torch.rand(b, n, generator=generator), dim=1)
+        masked[none, first[none]] = True
+    return masked
+
+
 def diffusion_loss(
     model: NanoOCR,
     tok: SubwordTokenizer,
@@ -94,7 +119,11 @@ def diffusion_loss(
     generator: torch.Generator,
     ctc_weight: float = 0.5,
     eps: float = 1e-3,
+    suffix_share: float = 0.0,
 ):
+    """SDAR loss. A row is masked uniformly (t ~ U(0,1), each answer token masked with p = (1-eps)t + eps)
+    or, with probability ``suffix_share``, as a left-to-right decode leaves a block: every block keeps a
+    clean prefix of random length and masks the rest (see docs/nano-models.md for why)."""
     v = encode_batch(model, batch)
     ids = [tok.encode(r.text) for r in batch]
     answers = []
@@ -106,13 +135,7 @@ def diffusion_loss(
     b, p = v.vis_mask.shape
     n = clean.shape[1]
     real = clean != tok.pad_id
-    t = torch.rand(b, 1, generator=generator)
-    prob = (1 - eps) * t + eps
-    masked = (torch.rand(b, n, generator=generator) < prob) & real
-    none = ~masked.any(1)  # at least one masked token per row
-    if none.any():
-        first = torch.argmax(real.float() * torch.rand(b, n, generator=generator), dim=1)
-        masked[none, first[none]] = True
+    masked = draw_mask(real, block_size, generator, eps, suffix_share)
     noisy = torch.where(masked, torch.full_like(clean, tok.mask_id), clean)
     c = model.cfg.chars_per_token
     zero = torch.zeros(b)

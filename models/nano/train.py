@@ -58,6 +58,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ctc-weight", type=float, default=0.3)
+    ap.add_argument("--suffix-share", type=float, default=0.0,
+                    help="diffusion: share of rows masked as a clean prefix + masked rest in every block")
     ap.add_argument("--block-sizes", default="8:0.2,16:0.3,32:0.5", help="diffusion block size mix")
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast")
     return ap.parse_args(argv)
@@ -192,7 +194,8 @@ def main(argv=None) -> None:
                 loss, parts = ar_loss(model, tok, tables, batch, args.ctc_weight)
             else:
                 bs = rng.choices(blocks, block_p)[0]
-                loss, parts = diffusion_loss(model, tok, tables, batch, bs, gen, args.ctc_weight)
+                loss, parts = diffusion_loss(model, tok, tables, batch, bs, gen, args.ctc_weight,
+                                              suffix_share=args.suffix_share)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()

@@ -1,0 +1,57 @@
+"""The subword pair's training objectives: SDAR's four attention rules and the mask draws."""
+
+from __future__ import annotations
+
+import torch
+
+from models.nano.objectives import CLEAN, NOISY, PROMPT, draw_mask, segment_mask
+
+
+def test_segment_mask_follows_the_four_sdar_rules():
+    # prompt of 2, then clean blocks 0,0,1,1 and their noisy copies 0,0,1,1
+    kind = torch.tensor([[PROMPT, PROMPT, CLEAN, CLEAN, CLEAN, CLEAN, NOISY, NOISY, NOISY, NOISY]])
+    block = torch.tensor([[-1, -1, 0, 0, 1, 1, 0, 0, 1, 1]])
+    valid = torch.ones_like(kind, dtype=torch.bool)
+    m = segment_mask(kind, block, valid)[0, 0]
+    for q in range(10):
+        for k in range(10):
+            if kind[0, k] == PROMPT:
+                want = True  # everyone sees the prompt (and the prompt sees only itself)
+            elif kind[0, q] == PROMPT:
+                want = False
+            elif kind[0, q] == CLEAN and kind[0, k] == CLEAN:
+                want = bool(block[0, k] <= block[0, q])
+            elif kind[0, q] == NOISY and kind[0, k] == CLEAN:
+                want = bool(block[0, k] < block[0, q])
+            elif kind[0, q] == NOISY and kind[0, k] == NOISY:
+                want = bool(block[0, k] == block[0, q])
+            else:  # clean -> noisy
+                want = False
+            assert bool(m[q, k]) == want or q == k, (q, k)
+    # padding is never attended (except by itself)
+    valid[0, 5] = False
+    m = segment_mask(kind, block, valid)[0, 0]
+    assert not m[4, 5] and not m[8, 5] and m[5, 5]
+
+
+def test_uniform_masks_follow_t_and_respect_padding():
+    g = torch.Generator().manual_seed(0)
+    real = torch.ones(400, 32, dtype=torch.bool)
+    real[:, 24:] = False
+    m = draw_mask(real, 8, g)
+    assert not m[:, 24:].any() and m.any(1).all()
+    share = m[:, :24].float().mean().item()
+    assert 0.4 < share < 0.6  # E[p] = 1/2 under t ~ U(0, 1)
+
+
+def test_suffix_masks_keep_a_clean_prefix_in_every_block():
+    g = torch.Generator().manual_seed(1)
+    real = torch.ones(200, 32, dtype=torch.bool)
+    m = draw_mask(real, 8, g, suffix_share=1.0).view(200, 4, 8)
+    # within a block, once masked always masked (a clean prefix, then the masked rest)
+    assert (m[:, :, 1:] >= m[:, :, :-1]).all()
+    cuts = (~m).sum(-1)
+    assert set(cuts.unique().tolist()) == set(range(8))  # prefixes of every length 0..7
+    mixed = draw_mask(torch.ones(2000, 16, dtype=torch.bool), 8, g, suffix_share=0.5).view(2000, 2, 8)
+    suffix_like = ((mixed[:, :, 1:] >= mixed[:, :, :-1]).all(-1)).all(-1).float().mean().item()
+    assert 0.5 < suffix_like < 0.7  # half the rows by construction, plus uniform rows that happen to look so
