@@ -60,9 +60,9 @@ def figure(occ: list[dict], deg: list[dict]):
                                  name=f"{decoder_label(d)} CER %", line={"color": decoder_colour(d)}),
                       row=1, col=2, secondary_y=True)
     fig.update_xaxes(title_text="share of words occluded", row=1, col=1)
-    fig.update_yaxes(title_text="recovered", tickformat=".0%", row=1, col=1)
-    fig.update_yaxes(title_text="steps per block", row=1, col=2, secondary_y=False)
-    fig.update_yaxes(title_text="CER %", row=1, col=2, secondary_y=True)
+    fig.update_yaxes(title_text="recovered", tickformat=".1%", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="steps per block", rangemode="tozero", row=1, col=2, secondary_y=False)
+    fig.update_yaxes(title_text="CER %", rangemode="tozero", showgrid=False, row=1, col=2, secondary_y=True)
     fig.update_layout(template="plotly_white", height=480, legend={"orientation": "h", "y": -0.25})
     return fig
 

@@ -60,7 +60,9 @@ def first_step_share(trace) -> float | None:
 
 
 def mean_steps_per_block(trace) -> float | None:
-    """Denoising forwards per (region, block), averaged; None without recorded steps."""
+    """Denoising forwards per (region, block), averaged; None without recorded steps or blocks (AR)."""
+    if trace.block_length is None:
+        return None
     counts = steps_per_block(trace)
     return sum(counts) / len(counts) if counts else None
 
