@@ -1,10 +1,12 @@
 """Model spec string -> backend, loaded once per process and shared by the app and the CLI.
 
 Specs:
-  ``nano`` (default)        the embedded subword pair in assets/models (diffusion or AR twin by decoder)
+  ``nano`` (default)        the default embedded pair in assets/models (diffusion or AR twin by decoder)
   ``nano-diffusion``, ``nano-ar``  one twin explicitly
-  ``nano-char``             the earlier character pair (a pure glyph reader), and
+  ``nano-char``             the character pair (a pure glyph reader), and
   ``nano-char-diffusion``, ``nano-char-ar``
+  ``nano-subword``          the subword pair (subword tokens, paragraph regions, plain positions), and
+  ``nano-subword-diffusion``, ``nano-subword-ar``
   a directory               recognised from its config.json: a nano model, ``mineru_diffusion``
                             (MinerU-Diffusion) or ``qwen2_vl`` (MinerU2.5); never from its name
   a hub id (owner/name)     downloaded through huggingface_hub when the network allows
@@ -29,9 +31,9 @@ HUB_ALIASES = {
     "mineru2.5": "opendatalab/MinerU2.5-2509-1.2B",
 }
 
-# which shipped weights each embedded family name loads (the subword pair replaces "nano" once its
-# weights are in assets/models; until then "nano" is the character pair)
-SHIPPED = {"nano": "nano-char", "nano-char": "nano-char"}
+# which shipped weights (assets/models/<weights>-<twin>) each embedded family name loads. "nano" stays
+# the character pair until the subword pair's diffusion twin meets its targets (docs/nano-models.md).
+SHIPPED = {"nano": "nano-char", "nano-char": "nano-char", "nano-subword": "nano-subword"}
 
 _cache: dict[tuple[str, str, str], object] = {}
 _lock = threading.Lock()
@@ -118,13 +120,13 @@ def load_backend(spec: str = "nano", kind: str = "diffusion", device: str | None
 
 
 def _load(spec: str, kind: str, device: str) -> Backend:
-    for family in ("nano", "nano-char"):
+    for family, weights in SHIPPED.items():
         if spec in (family, f"{family}-diffusion", f"{family}-ar"):
             twin = kind if spec == family else spec.rsplit("-", 1)[1]
             if twin != kind:
                 raise ModelLoadError(f"{spec} is the {twin} twin; it cannot run the {kind} decoder")
-            weights = SHIPPED[family]
-            return BACKEND_TYPES[weights.replace("-", "_")].factory(NANO_DIR / f"{weights}-{twin}", device, spec)
+            model_dir = NANO_DIR / f"{weights}-{twin}"
+            return BACKEND_TYPES[model_kind(model_dir)].factory(model_dir, device, spec)
     model_dir = resolve_dir(spec)
     model_type = model_kind(model_dir)
     entry = BACKEND_TYPES[model_type]
@@ -167,7 +169,19 @@ register_backend("mineru_diffusion", _mineru_diffusion,
 register_backend("qwen2_vl", _mineru25, "this is MinerU2.5 (Qwen2-VL, autoregressive): use --decoder ar")
 
 
+def embedded_families() -> list[str]:
+    """The embedded family names the app offers: ``nano`` first, then each other shipped pair whose
+    weights differ from the default's and are installed (both twins)."""
+    others = [
+        family for family, weights in SHIPPED.items()
+        if family != "nano" and weights != SHIPPED["nano"]
+        and all((NANO_DIR / f"{weights}-{twin}" / "model.safetensors").is_file() for twin in ("ar", "diffusion"))
+    ]
+    return ["nano"] + others
+
+
 def configured_models() -> list[str]:
-    """Model specs the app offers: the nano pair plus any in ``MUDIFF_MODELS`` (comma-separated)."""
+    """Model specs the app offers: the embedded pairs plus any in ``MUDIFF_MODELS`` (comma-separated)."""
     extra = [s.strip() for s in os.environ.get("MUDIFF_MODELS", "").split(",") if s.strip()]
-    return ["nano"] + [s for s in extra if s != "nano"]
+    embedded = embedded_families()
+    return embedded + [s for s in extra if s not in embedded]

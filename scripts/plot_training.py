@@ -1,6 +1,13 @@
 """Loss curves of the nano training runs -> docs/figures/nano-training.png (plotly + kaleido).
 
-    python scripts/plot_training.py RUN.jsonl:OFFSET ...
+    python scripts/plot_training.py [--out PNG] RUN.jsonl:OFFSET ...
+
+The character pair's figure (the default --out):
+    python scripts/plot_training.py docs/training/ar-run1-plain-positions.jsonl:0 \
+        docs/training/ar-run2-ctc-positions.jsonl:1000 docs/training/diffusion.jsonl:1500
+The subword pair's:
+    python scripts/plot_training.py --out docs/figures/nano-subword-training.png docs/training/subword-ar.jsonl:0 \
+        docs/training/subword-diffusion-uniform.jsonl:3000 docs/training/subword-diffusion-suffix.jsonl:4400
 
 OFFSET places a run on one step axis by its lineage: the second AR run started from the first
 run's step-1000 weights (offset 1000), the diffusion twin from the second AR run's step 500
@@ -24,6 +31,9 @@ def smooth(values: list[float], k: int = 4) -> list[float]:
 
 
 def main(specs: list[str]) -> None:
+    out = ROOT / "docs" / "figures" / "nano-training.png"
+    if specs and specs[0] == "--out":
+        out, specs = Path(specs[1]), specs[2:]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("decoder loss, train (moving average of 4 logs)",
                                                         "held-out lines: decoder CE and CTC CER"))
     palette = ["#636efa", "#ef553b", "#00a86b"]
@@ -45,7 +55,6 @@ def main(specs: list[str]) -> None:
     fig.update_yaxes(type="log", row=1, col=2)
     fig.update_xaxes(title_text="training step (runs placed by the weights they started from)")
     fig.update_layout(width=1250, height=430, template="plotly_white", legend={"font": {"size": 10}})
-    out = ROOT / "docs" / "figures" / "nano-training.png"
     fig.write_image(out)
     print(f"wrote {out}")
 

@@ -183,9 +183,32 @@ def test_missing_nano_weights_say_what_to_do(tmp_path, monkeypatch):
         models.check("nano", "diffusion")
 
 
+def test_picker_offers_each_installed_embedded_pair(tmp_path, monkeypatch):
+    from models import registry
+    from mudiff_viz.ui import models
+
+    monkeypatch.setattr(registry, "NANO_DIR", tmp_path)
+    for weights in ("nano-char", "nano-subword"):
+        for twin in ("ar", "diffusion"):
+            (tmp_path / f"{weights}-{twin}").mkdir()
+            (tmp_path / f"{weights}-{twin}" / "config.json").write_text("{}")
+            (tmp_path / f"{weights}-{twin}" / "model.safetensors").write_bytes(b"")
+    specs = [spec for _, spec in models.choices()]
+    assert specs[0] == "nano" and "nano-subword" in specs and "nano-char" not in specs  # nano is the char pair
+    assert "subword pair" in dict((s, lab) for lab, s in models.choices())["nano-subword"]
+    (tmp_path / "nano-subword-diffusion" / "model.safetensors").unlink()  # half a pair is not offered
+    assert [spec for _, spec in models.choices()] == ["nano"]
+    assert models.family_of("nano-subword-ar") == "nano-subword" and models.family_of("nano-ar") == "nano"
+    with pytest.raises(ModelLoadError, match="nano-subword diffusion weights are not installed"):
+        models.check("nano-subword", "diffusion")
+
+
 def test_lessons_use_real_controls():
     from mudiff_viz.decoding.strategies import STRATEGIES
     from mudiff_viz.ui import howitworks
+
+    assert howitworks.lesson_model(["nano", "nano-subword", "/models/x"]) == "nano-subword"
+    assert howitworks.lesson_model(["nano", "/models/x"]) == "nano"
 
     for lesson in howitworks.LESSONS:
         s = howitworks.settings_for(lesson)

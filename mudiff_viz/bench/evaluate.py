@@ -1,6 +1,6 @@
 """Evaluate an embedded pair on held-out synthetic pages (text never used in training).
 
-    python -m mudiff_viz.bench.evaluate --pair nano --out docs/nano-eval.json
+    python -m mudiff_viz.bench.evaluate --pair nano-subword --out docs/nano-subword-eval.json
     python -m mudiff_viz.bench.evaluate --pair nano-char --out docs/nano-char-eval.json
 
 Pages: test-split text, 150 DPI, Helvetica / Times / Courier at 10-12 pt, clean renders, one or two

@@ -42,7 +42,11 @@ CSS = """
 def _lessons_tab(tabs, decode: decode_tab.DecodeTab) -> None:
     gr.Markdown("### How diffusion decoding works: six ideas, each one button away from a live run")
     names = ("block_length", "steps", "threshold", "temperature", "strategy")
-    targets = [decode.decoder, *decode.knobs.values(names)]
+    spec = howitworks.lesson_model([value for _, value in models.choices()])
+    if spec != "nano":
+        gr.Markdown(f"The buttons run the **{spec}** pair, whose decoding order has steps to watch; choose "
+                    "*nano* in the model picker to see the character pair commit almost everything at once.")
+    targets = [decode.decoder, decode.model, *decode.knobs.values(names)]
     for i in range(0, len(howitworks.LESSONS), 2):
         with gr.Row(equal_height=True):
             for lesson in howitworks.LESSONS[i : i + 2]:
@@ -50,7 +54,7 @@ def _lessons_tab(tabs, decode: decode_tab.DecodeTab) -> None:
                     gr.Markdown(f"#### {lesson.title}\n{lesson.body}")
                     btn = gr.Button(lesson.button, size="sm", elem_id=f"lesson-{lesson.key}")
                     s = howitworks.settings_for(lesson)
-                    values = (s["decoder"], *(s[n] for n in names))
+                    values = (s["decoder"], spec, *(s[n] for n in names))
                     if lesson.tab == "compare":
                         btn.click(lambda: gr.Tabs(selected="compare"), None, tabs, queue=False, api_visibility="private")
                     else:

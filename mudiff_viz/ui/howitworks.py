@@ -79,6 +79,18 @@ def settings_for(lesson: Lesson) -> dict:
     return {**DEFAULTS, **lesson.settings}
 
 
+# The lessons run on the embedded pair whose decoding order is there to watch: the subword pair
+# (about 25 denoising steps per block on the sample) when installed. The character pair, the default
+# "nano", commits almost every token at its block's first step, so lessons 1-4 would each be over in
+# a few forwards (docs/app.md has both pairs' numbers).
+LESSON_FAMILIES = ("nano-subword", "nano")
+
+
+def lesson_model(available: list[str]) -> str:
+    """The model spec the lessons set: the first of LESSON_FAMILIES the picker offers."""
+    return next((spec for spec in LESSON_FAMILIES if spec in available), available[0] if available else "nano")
+
+
 READING_GUIDE = """
 ### Reading the player
 

@@ -8,39 +8,55 @@ from models import registry
 from models.registry import configured_models
 from mudiff_viz.core.errors import ModelLoadError
 
+# what each embedded pair is, for the picker (the default family is labelled by the weights it loads)
+FAMILY_LABELS = {
+    "nano-char": "character pair: a pure glyph reader",
+    "nano-subword": "subword pair: paragraphs, a language prior (experimental)",
+}
 
-def nano_dir(decoder: str) -> Path:
-    return Path(registry.NANO_DIR) / f"{registry.SHIPPED['nano']}-{decoder}"
+
+def family_of(spec: str) -> str | None:
+    """The embedded family a spec names (``nano-subword-ar`` -> ``nano-subword``), or None."""
+    for family in sorted(registry.SHIPPED, key=len, reverse=True):
+        if spec in (family, f"{family}-ar", f"{family}-diffusion"):
+            return family
+    return None
 
 
-def nano_installed(decoder: str) -> bool:
-    d = nano_dir(decoder)
+def nano_dir(decoder: str, family: str = "nano") -> Path:
+    return Path(registry.NANO_DIR) / f"{registry.SHIPPED[family]}-{decoder}"
+
+
+def nano_installed(decoder: str, family: str = "nano") -> bool:
+    d = nano_dir(decoder, family)
     return (d / "config.json").is_file() and (d / "model.safetensors").is_file()
 
 
-def missing_message(decoder: str) -> str:
+def missing_message(decoder: str, family: str = "nano") -> str:
     return (
-        f"The embedded nano {decoder} weights are not installed ({nano_dir(decoder)} is missing). "
+        f"The embedded {family} {decoder} weights are not installed ({nano_dir(decoder, family)} is missing). "
         "Train them with python -m models.nano.train (see README), point MUDIFF_MODELS at a checkpoint "
         "directory, or replay a saved trace in the Trace viewer tab."
     )
 
 
-def choices() -> list[tuple[str, str]]:
-    """(label, spec) pairs: the nano pair first, then MUDIFF_MODELS entries."""
+def label(spec: str) -> str:
+    family = family_of(spec)
+    if family is None:
+        return spec
+    if not (nano_installed("diffusion", family) and nano_installed("ar", family)):
+        return f"{spec} (weights not installed)"
+    what = FAMILY_LABELS.get(registry.SHIPPED[family], "")
+    return f"{spec} (embedded{': ' + what if what else ''})"
 
-    out = []
-    for spec in configured_models():
-        if spec == "nano":
-            ok = nano_installed("diffusion") and nano_installed("ar")
-            out.append(("nano (embedded)" if ok else "nano (weights not installed)", "nano"))
-        else:
-            out.append((spec, spec))
-    return out
+
+def choices() -> list[tuple[str, str]]:
+    """(label, spec) pairs: the embedded pairs first, then MUDIFF_MODELS entries."""
+    return [(label(spec), spec) for spec in configured_models()]
 
 
 def check(spec: str, decoder: str) -> None:
-    """Raise ModelLoadError with a clear message when the chosen nano twin is missing."""
-
-    if spec in ("nano", f"nano-{decoder}") and not nano_installed(decoder):
-        raise ModelLoadError(missing_message(decoder))
+    """Raise ModelLoadError with a clear message when the chosen embedded twin is missing."""
+    family = family_of(spec)
+    if family is not None and not nano_installed(decoder, family):
+        raise ModelLoadError(missing_message(decoder, family))

@@ -1,0 +1,34 @@
+"""Copy a trained nano twin into assets/models as the app ships it: fp16 safetensors, config.json
+and tokenizer.json, nothing else (no optimiser state, no logs).
+
+    python scripts/export_nano.py runs/nano-ar assets/models/nano-ar
+    python scripts/export_nano.py runs/nano-diffusion assets/models/nano-diffusion
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from models.nano.weights import load_model, save_model  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir", type=Path, help="a training output folder (model.safetensors, config.json, tokenizer.json)")
+    ap.add_argument("out_dir", type=Path)
+    args = ap.parse_args(argv)
+    model, _ = load_model(args.run_dir)
+    save_model(model, args.out_dir, args.run_dir / "tokenizer.json", dtype=torch.float16)
+    size = (args.out_dir / "model.safetensors").stat().st_size
+    print(f"wrote {args.out_dir}: {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters, "
+          f"{size / 1e6:.1f} MB fp16")
+
+
+if __name__ == "__main__":
+    main()
