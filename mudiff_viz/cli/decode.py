@@ -25,7 +25,7 @@ def register(sub) -> None:
     d.add_argument("input", help="PNG, JPEG or PDF")
     d.add_argument("--page", type=int, default=0, help="page index (PDF), 0-based")
     d.add_argument("--decoder", choices=list(DECODERS), default="diffusion")
-    d.add_argument("--model", default="nano", help="nano (default), nano-char, a checkpoint directory or a hub id")
+    d.add_argument("--model", default="nano", help="nano (default: the character pair), nano-char, nano-subword, a checkpoint directory or a hub id")
     d.add_argument("--mode", choices=["page", "layout"], default="page",
                    help="page: the model's own regions; layout: layout detection, then recognition per block (MinerU models)")
     d.add_argument("--layout-prompt", choices=["detection", "analysis"], default="detection",
