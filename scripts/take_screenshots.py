@@ -68,7 +68,10 @@ def shot_player(pg, out: Path, name: str, button: str, root: str, fraction: floa
     if tab:
         open_tab(pg, tab)
     pg.click(button)
-    pg.wait_for_selector(f"{root} .token", timeout=600_000)
+    pg.wait_for_function(  # the finished result, not a streamed frame
+        """root => { const m = document.querySelector(root + ' .mp-mount');
+             return !!m && m.dataset.kind === 'mudiff-player' && m.dataset.partial === '0'
+                    && !!m.querySelector('.token'); }""", arg=root, timeout=600_000)
     pg.wait_for_timeout(800)
     scrub(pg, root, fraction)
     show(pg, top)
@@ -107,6 +110,12 @@ def shot_how(pg, out: Path) -> None:
     pg.screenshot(path=str(out / "how-it-works.png"), full_page=False)
 
 
+def shot_lesson(pg, out: Path) -> None:
+    """Lesson 1's button: the Decode tab on the subword pair (when shipped), scrubbed to a third."""
+    open_tab(pg, "How it works")
+    shot_player(pg, out, "lesson-masks.png", "#lesson-masks", "#player", 0.33, "#decode-status")
+
+
 def shot_offline(browser, out: Path) -> None:
     from mudiff_viz.core.trace import Trace
     from mudiff_viz.probes.replay import page_for_trace
@@ -130,7 +139,7 @@ def shot_offline(browser, out: Path) -> None:
 
 
 SHOTS = {"decode": shot_decode, "compare": shot_compare, "shuffle": shot_shuffle, "viewer": shot_viewer,
-         "how": shot_how}
+         "how": shot_how, "lesson": shot_lesson}
 
 
 def main(argv: list[str] | None = None) -> int:
