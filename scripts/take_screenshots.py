@@ -116,6 +116,19 @@ def shot_lesson(pg, out: Path) -> None:
     shot_player(pg, out, "lesson-masks.png", "#lesson-masks", "#player", 0.33, "#decode-status")
 
 
+def shot_corpus(pg, out: Path) -> None:
+    """The Corpus tab on its example store (assets/corpus), a page's point clicked and played."""
+    open_tab(pg, "Corpus")
+    pg.click("#corpus-open")
+    pg.wait_for_function("() => /decoded pages/.test(document.querySelector('#corpus-status').innerText)",
+                         timeout=120_000)
+    pg.wait_for_selector("#corpus-fig-cer-by-level .scatterlayer .point", timeout=60_000)
+    pg.wait_for_timeout(800)
+    show(pg, "#corpus-status")
+    pg.mouse.move(2, 2)
+    pg.screenshot(path=str(out / "corpus.png"), full_page=False)
+
+
 def shot_offline(browser, out: Path) -> None:
     from mudiff_viz.core.trace import Trace
     from mudiff_viz.probes.replay import page_for_trace
@@ -139,7 +152,7 @@ def shot_offline(browser, out: Path) -> None:
 
 
 SHOTS = {"decode": shot_decode, "compare": shot_compare, "shuffle": shot_shuffle, "viewer": shot_viewer,
-         "how": shot_how, "lesson": shot_lesson}
+         "how": shot_how, "lesson": shot_lesson, "corpus": shot_corpus}
 
 
 def main(argv: list[str] | None = None) -> int:
