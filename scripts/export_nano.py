@@ -1,8 +1,8 @@
 """Copy a trained nano twin into assets/models as the app ships it: fp16 safetensors, config.json
 and tokenizer.json, nothing else (no optimiser state, no logs).
 
-    python scripts/export_nano.py runs/nano-ar assets/models/nano-ar
-    python scripts/export_nano.py runs/nano-diffusion assets/models/nano-diffusion
+    python scripts/export_nano.py runs/nano-ar assets/models/nano-subword-ar
+    python scripts/export_nano.py runs/nano-diffusion-sfx assets/models/nano-subword-diffusion
 """
 
 from __future__ import annotations

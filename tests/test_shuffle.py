@@ -1,6 +1,6 @@
 """Semantic Shuffle: real synthetic pages rendered with PyMuPDF, no mocks.
 
-The benchmark test needs the embedded nano weights (assets/models/nano-{ar,diffusion}); it skips
+The benchmark test needs the embedded nano weights (assets/models/nano-char-{ar,diffusion}, the default pair); it skips
 with the reason when they are absent. ``MUDIFF_TEST_SHUFFLE_MODEL`` (e.g.
 ``diffusion=/tmp/dev-diffusion,ar=/tmp/dev-ar``) points it at other checkpoints during development.
 """
