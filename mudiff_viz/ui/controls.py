@@ -168,7 +168,10 @@ def perturb_panel(prefix: str, open_: bool = False) -> PerturbPanel:
 def wire_picker(picker: PagePicker, perturb: PerturbPanel | None = None) -> None:
     """Every change of the file, the page number or the chosen words redraws the preview at once;
     clicking a word on the preview toggles it in the occlusion list; a new file or page clears it."""
-    quiet = {"queue": False, "show_progress": "hidden", "api_visibility": "private"}
+    # Queued one at a time per picker, the last trigger winning: responses then arrive in order, so a
+    # slow preview of an older choice (or of a cleared file) never lands on top of a newer one.
+    quiet = {"queue": True, "concurrency_limit": 1, "concurrency_id": f"preview-{id(picker)}", "trigger_mode": "always_last",
+             "show_progress": "hidden", "api_visibility": "private"}
     if perturb is None:
         for event in (picker.file.change, picker.number.change):
             event(preview_outputs, [picker.file, picker.number], picker.outputs, **quiet)
@@ -181,7 +184,7 @@ def wire_picker(picker: PagePicker, perturb: PerturbPanel | None = None) -> None
                          [perturb.words, *picker.outputs], **quiet)
     for event in (perturb.words.change, perturb.fraction.release, perturb.seed.change):
         event(preview_outputs, [picker.file, picker.number, *perturb.preview_inputs], picker.outputs, **quiet)
-    perturb.clear.click(lambda: "", None, perturb.words, **quiet)
+    perturb.clear.click(lambda: "", None, perturb.words, queue=False, show_progress="hidden", api_visibility="private")
 
     def click(file, number, words, evt: gr.SelectData):
         try:
