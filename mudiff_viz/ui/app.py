@@ -84,17 +84,11 @@ def build_app() -> gr.Blocks:
                 corpus_tab.build()
             with gr.Tab("How it works", id="how"):
                 _lessons_tab(tabs, decode)
-        pickers = [decode.picker, compare["picker"], shuffle["picker"]]
-
-        def first_previews(*values):
-            """One render for the three pickers (they start on the same sample: the cache serves the rest)."""
-            out = []
-            for k in range(len(pickers)):
-                out += controls.preview_outputs(values[2 * k], values[2 * k + 1])
-            return tuple(out)
-
-        demo.load(first_previews, [c for p in pickers for c in (p.file, p.number)], [c for p in pickers for c in p.outputs],
-                  queue=False, show_progress="hidden", api_visibility="private")
+        # each picker's first preview joins that picker's queue of preview events, so an upload made
+        # before it finishes is drawn after it (the bundled sample renders in-process and is cached)
+        for picker in (decode.picker, compare["picker"], shuffle["picker"]):
+            demo.load(controls.preview_outputs, [picker.file, picker.number], picker.outputs,
+                      **controls.preview_event_kwargs(picker))
     return demo
 
 

@@ -165,22 +165,30 @@ def perturb_panel(prefix: str, open_: bool = False) -> PerturbPanel:
     return PerturbPanel(words, clear, fraction, dpi, blur, noise, jpeg, rotate, seed)
 
 
+def preview_event_kwargs(picker: PagePicker) -> dict:
+    """How every event that redraws ``picker``'s preview is registered (the page load's first preview
+    included): queued one at a time per picker, the last trigger winning, so responses land in order."""
+    return {"queue": True, "concurrency_limit": 1, "concurrency_id": f"preview-{id(picker)}",
+            "trigger_mode": "always_last", "show_progress": "hidden", "api_visibility": "private"}
+
+
 def wire_picker(picker: PagePicker, perturb: PerturbPanel | None = None) -> None:
     """Every change of the file, the page number or the chosen words redraws the preview at once;
     clicking a word on the preview toggles it in the occlusion list; a new file or page clears it."""
     # Queued one at a time per picker, the last trigger winning: responses then arrive in order, so a
-    # slow preview of an older choice (or of a cleared file) never lands on top of a newer one.
-    quiet = {"queue": True, "concurrency_limit": 1, "concurrency_id": f"preview-{id(picker)}", "trigger_mode": "always_last",
-             "show_progress": "hidden", "api_visibility": "private"}
+    # slow preview of an older choice (or of a cleared file) never lands on top of a newer one. The page
+    # number listens to user input only: the file's own event sets it back to 1 and renders that page,
+    # and a change event there would queue a second preview carrying the inputs of that moment.
+    quiet = preview_event_kwargs(picker)
     if perturb is None:
-        for event in (picker.file.change, picker.number.change):
+        for event in (picker.file.change, picker.number.input):
             event(preview_outputs, [picker.file, picker.number], picker.outputs, **quiet)
         return
     fraction, seed = perturb.fraction, perturb.seed
     # a new file starts on page 1, a new page with no words chosen (word numbers belong to a page)
     picker.file.change(lambda f, fr, s: ("", *preview_outputs(f, 1, "", fr, s)), [picker.file, fraction, seed],
                        [perturb.words, *picker.outputs], **quiet)
-    picker.number.change(lambda f, n, fr, s: ("", *preview_outputs(f, n, "", fr, s)), [picker.file, picker.number, fraction, seed],
+    picker.number.input(lambda f, n, fr, s: ("", *preview_outputs(f, n, "", fr, s)), [picker.file, picker.number, fraction, seed],
                          [perturb.words, *picker.outputs], **quiet)
     for event in (perturb.words.change, perturb.fraction.release, perturb.seed.change):
         event(preview_outputs, [picker.file, picker.number, *perturb.preview_inputs], picker.outputs, **quiet)
