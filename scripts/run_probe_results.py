@@ -23,7 +23,13 @@ sys.path.insert(0, str(ROOT))
 
 from mudiff_viz.probes.bench import CLEAN, condition_markdown, run_shuffle_benchmark  # noqa: E402
 from mudiff_viz.probes.perturb import parse_degrade  # noqa: E402
-from scripts.run_shuffle_results import git_commit, synthetic_pages, weights_id, write_doc_figures  # noqa: E402
+from scripts.run_shuffle_results import (  # noqa: E402
+    git_commit,
+    replace_marked_block,
+    synthetic_pages,
+    weights_id,
+    write_doc_figures,
+)
 
 DOC = ROOT / "docs" / "probes.md"
 BEGIN, END = "<!-- probe-results:begin -->", "<!-- probe-results:end -->"
@@ -81,12 +87,7 @@ def block(meta: dict, occ_md: str, deg_md: str) -> str:
 
 
 def update_doc(text_block: str) -> None:
-    text = DOC.read_text(encoding="utf-8")
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{DOC} lacks the {BEGIN} ... {END} markers")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    DOC.write_text(f"{head}{BEGIN}\n{text_block}\n{END}{tail}", encoding="utf-8")
+    replace_marked_block(DOC, BEGIN, END, text_block)
 
 
 def main() -> None:

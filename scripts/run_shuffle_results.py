@@ -117,13 +117,18 @@ def write_doc_figures(figure, out: Path) -> None:
         print(f"note: figure.png not written ({type(exc).__name__}: {exc})")
 
 
+def replace_marked_block(doc: Path, begin: str, end: str, block: str) -> None:
+    """Rewrite the text between the ``begin`` and ``end`` markers of ``doc`` (the generated results)."""
+    text = doc.read_text(encoding="utf-8")
+    if begin not in text or end not in text:
+        raise SystemExit(f"{doc} lacks the {begin} ... {end} markers")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    doc.write_text(f"{head}{begin}\n{block}\n{end}{tail}", encoding="utf-8")
+
+
 def update_doc(block: str) -> None:
-    text = DOC.read_text(encoding="utf-8")
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{DOC} lacks the {BEGIN} ... {END} markers")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    DOC.write_text(f"{head}{BEGIN}\n{block}\n{END}{tail}", encoding="utf-8")
+    replace_marked_block(DOC, BEGIN, END, block)
 
 
 def main() -> None:
