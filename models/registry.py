@@ -169,14 +169,17 @@ register_backend("mineru_diffusion", _mineru_diffusion,
 register_backend("qwen2_vl", _mineru25, "this is MinerU2.5 (Qwen2-VL, autoregressive): use --decoder ar")
 
 
+def family_installed(family: str) -> bool:
+    """Whether both twins' weights of an embedded family are in assets/models."""
+    weights = SHIPPED[family]
+    return all((NANO_DIR / f"{weights}-{twin}" / "model.safetensors").is_file() for twin in ("ar", "diffusion"))
+
+
 def embedded_families() -> list[str]:
     """The embedded family names the app offers: ``nano`` first, then each other shipped pair whose
     weights differ from the default's and are installed (both twins)."""
-    others = [
-        family for family, weights in SHIPPED.items()
-        if family != "nano" and weights != SHIPPED["nano"]
-        and all((NANO_DIR / f"{weights}-{twin}" / "model.safetensors").is_file() for twin in ("ar", "diffusion"))
-    ]
+    others = [family for family, weights in SHIPPED.items()
+              if family != "nano" and weights != SHIPPED["nano"] and family_installed(family)]
     return ["nano"] + others
 
 

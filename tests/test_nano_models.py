@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from models.registry import NANO_DIR, SHIPPED
+from models.registry import NANO_DIR, SHIPPED, family_installed
 from mudiff_viz.bench.evaluate import eval_pages
 from mudiff_viz.core.metrics import cer, first_step_share, mean_steps_per_block
 from mudiff_viz.core.trace import check_invariants
@@ -35,14 +35,8 @@ CER_BOUND = 0.03
 SUBWORD_DIFFUSION_CER_BOUND = 0.40  # held-out pages measured 21% (worst 35%): a guard, not the target
 
 
-def installed(family: str) -> bool:
-    return all((NANO_DIR / f"{SHIPPED[family]}-{k}" / "model.safetensors").exists() for k in ("ar", "diffusion"))
-
-
-HAVE_WEIGHTS = installed("nano")
-needs_weights = pytest.mark.skipif(not HAVE_WEIGHTS, reason="nano weights not in assets/models (train them first)")
 each_family = pytest.mark.parametrize("family", [
-    pytest.param(f, marks=pytest.mark.skipif(not installed(f), reason=f"{f} weights not in assets/models"))
+    pytest.param(f, marks=pytest.mark.skipif(not family_installed(f), reason=f"{f} weights not in assets/models"))
     for f in FAMILIES
 ])
 
@@ -97,7 +91,7 @@ def test_image_without_text_layer_decodes_with_ctc_boxes(tmp_path, family):
     assert sum(t.box is not None for t in boxed) / len(boxed) > 0.95
 
 
-@pytest.mark.skipif(not installed("nano-subword"), reason="nano-subword weights not in assets/models")
+@pytest.mark.skipif(not family_installed("nano-subword"), reason="nano-subword weights not in assets/models")
 def test_tokenizer_round_trips_and_its_special_ids_are_the_backends():
     import string
 
