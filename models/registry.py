@@ -169,10 +169,20 @@ register_backend("mineru_diffusion", _mineru_diffusion,
 register_backend("qwen2_vl", _mineru25, "this is MinerU2.5 (Qwen2-VL, autoregressive): use --decoder ar")
 
 
+def twin_dir(family: str, twin: str) -> Path:
+    """Where an embedded family's twin (``ar`` or ``diffusion``) lives: assets/models/<weights>-<twin>."""
+    return Path(NANO_DIR) / f"{SHIPPED[family]}-{twin}"
+
+
+def twin_installed(family: str, twin: str) -> bool:
+    """Whether that twin's config.json and weights are there."""
+    d = twin_dir(family, twin)
+    return (d / "config.json").is_file() and (d / "model.safetensors").is_file()
+
+
 def family_installed(family: str) -> bool:
-    """Whether both twins' weights of an embedded family are in assets/models."""
-    weights = SHIPPED[family]
-    return all((NANO_DIR / f"{weights}-{twin}" / "model.safetensors").is_file() for twin in ("ar", "diffusion"))
+    """Whether both twins of an embedded family are installed."""
+    return all(twin_installed(family, twin) for twin in ("ar", "diffusion"))
 
 
 def embedded_families() -> list[str]:

@@ -26,3 +26,32 @@ def tiny_models(tmp_path_factory) -> dict:
     from tests.ui_support import tiny_twin
 
     return {kind: tiny_twin(kind, tmp_path_factory.mktemp(f"nano-{kind}")) for kind in ("diffusion", "ar")}
+
+
+# Browser tests (test_*browser*.py). Module-scoped: each module gets its own app and Chromium, so a
+# module's state never leaks into another's, and only one Playwright loop runs at a time.
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium (Debian's package, through Playwright)."""
+    from tests.ui_support import launched_browser
+
+    with launched_browser() as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    """The app served on localhost, on random-weight nano twins (tests/ui_support.py)."""
+    from tests.ui_support import launched_app, make_tiny_twins
+
+    with launched_app(make_tiny_twins(tmp_path_factory.mktemp("models"))) as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser, app_url):
+    """A fresh tab on the app, its JavaScript errors failing the test."""
+    from tests.ui_support import app_page
+
+    with app_page(browser, app_url) as pg:
+        yield pg

@@ -177,7 +177,7 @@ def test_missing_nano_weights_say_what_to_do(tmp_path, monkeypatch):
     from mudiff_viz.ui import models
 
     monkeypatch.setattr(registry, "NANO_DIR", tmp_path)
-    assert not models.nano_installed("diffusion")
+    assert models.missing_twins() == ["diffusion", "ar"]
     assert models.choices()[0] == ("nano (weights not installed)", "nano")
     with pytest.raises(ModelLoadError, match="Trace viewer"):
         models.check("nano", "diffusion")

@@ -8,44 +8,15 @@ what the out-of-range warning is for.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from tests.ui_support import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    app_page,
-    launched_app,
-    make_tiny_twins,
+    require_chromium,
     run_and_wait,
     wait_for_result,
 )
 
-if not os.path.exists(CHROMIUM):
-    pytest.skip(f"{CHROMIUM} not found: install Debian's chromium package (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
-
-
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    models = make_tiny_twins(tmp_path_factory.mktemp("models"))
-    with launched_app(models) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser, app_url):
-    with app_page(browser, app_url) as pg:
-        yield pg
+require_chromium()
 
 
 @pytest.fixture(scope="module")

@@ -7,37 +7,14 @@ installs Chromium). The app runs on random-weight nano twins (tests/ui_support.p
 from __future__ import annotations
 
 import json
-import os
-
-import pytest
 
 from tests.test_views import HOSTILE, hostile
-from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, app_page, launched_app, make_tiny_twins, wait_for_result
+from tests.ui_support import (
+    require_chromium,
+    wait_for_result,
+)
 
-if not os.path.exists(CHROMIUM):
-    pytest.skip(f"{CHROMIUM} not found: install Debian's chromium package (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
-
-
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    models = make_tiny_twins(tmp_path_factory.mktemp("models"))
-    with launched_app(models) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser, app_url):
-    with app_page(browser, app_url) as pg:
-        yield pg
+require_chromium()
 
 
 def states(pg, root="#player") -> list[str]:

@@ -7,15 +7,14 @@ random-weight nano twins (tests/ui_support.py).
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, app_page, launched_app, make_tiny_twins
+from tests.ui_support import (
+    app_page,
+    require_chromium,
+)
 
-if not os.path.exists(CHROMIUM):
-    pytest.skip(f"{CHROMIUM} not found: install Debian's chromium package (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+require_chromium()
 
 PLAYER = "#shuffle-player"
 # each pane's frame and size, read from the player object the mount element holds
@@ -23,15 +22,10 @@ FRAMES = """el => el.__mudiffPlayer.panes.map(p => ({frame: p.frame, n: p.m.N}))
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory):
-    models = make_tiny_twins(tmp_path_factory.mktemp("models"))
-    with launched_app(models) as url, sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            with app_page(browser, url) as pg:
-                yield pg
-        finally:
-            browser.close()
+def page(browser, app_url):
+    """One tab for the whole module: the tests walk one Shuffle result in order."""
+    with app_page(browser, app_url) as pg:
+        yield pg
 
 
 def scrub(pg, expr: str) -> None:

@@ -11,16 +11,16 @@ A second result or a streamed snapshot is handed to the same player with ``load`
 from __future__ import annotations
 
 import copy
-import os
 import re
 
 import pytest
 
-from tests.ui_support import CHROMIUM, CHROMIUM_ARGS, SAMPLE
+from tests.ui_support import (
+    SAMPLE,
+    require_chromium,
+)
 
-if not os.path.exists(CHROMIUM):
-    pytest.skip(f"{CHROMIUM} not found: install Debian's chromium package (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+require_chromium()
 
 DESKTOP = {"width": 1400, "height": 1000}
 PHONE = {"width": 390, "height": 844}
@@ -50,14 +50,6 @@ def payloads():
     out["occluded"] = player_payload(traces["occluded"], image_url=image_data_url(occluded_page.image))
     out["traces"] = traces
     return out
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 class Opened:

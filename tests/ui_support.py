@@ -8,6 +8,7 @@ neither the trained weights nor anything outside the repository.
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 import urllib.request
@@ -18,6 +19,29 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "assets" / "samples" / "courier-short.pdf"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+
+
+def require_chromium():
+    """Skip the calling test module, with the reason, unless Debian's Chromium and the playwright
+    package are both here (`.ci/run` installs Chromium); returns ``playwright.sync_api``."""
+    import pytest
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} not found: install Debian's chromium package (apt-get install chromium)",
+                    allow_module_level=True)
+    return pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+
+
+@contextmanager
+def launched_browser():
+    """Headless Chromium through Playwright, closed on exit."""
+    sync_api = require_chromium()
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 def tiny_twin(kind: str, out_dir: Path) -> Path:

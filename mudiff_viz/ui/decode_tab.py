@@ -81,7 +81,7 @@ class DecodeTab:
 
 
 def missing_note() -> str:
-    missing = [d for d in ("diffusion", "ar") if not models.nano_installed(d)]
+    missing = models.missing_twins()
     if not missing:
         return ""
     return ("⚠ " + models.missing_message(missing[0]) +

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from models import registry
 from models.registry import configured_models
 from mudiff_viz.core.errors import ModelLoadError
@@ -23,18 +21,16 @@ def family_of(spec: str) -> str | None:
     return None
 
 
-def nano_dir(decoder: str, family: str = "nano") -> Path:
-    return Path(registry.NANO_DIR) / f"{registry.SHIPPED[family]}-{decoder}"
 
 
-def nano_installed(decoder: str, family: str = "nano") -> bool:
-    d = nano_dir(decoder, family)
-    return (d / "config.json").is_file() and (d / "model.safetensors").is_file()
+def missing_twins(family: str = "nano") -> list[str]:
+    """The twins of an embedded family whose weights are not installed."""
+    return [twin for twin in ("diffusion", "ar") if not registry.twin_installed(family, twin)]
 
 
 def missing_message(decoder: str, family: str = "nano") -> str:
     return (
-        f"The embedded {family} {decoder} weights are not installed ({nano_dir(decoder, family)} is missing). "
+        f"The embedded {family} {decoder} weights are not installed ({registry.twin_dir(family, decoder)} is missing). "
         "Train them with python -m models.nano.train (see README), point MUDIFF_MODELS at a checkpoint "
         "directory, or replay a saved trace in the Trace viewer tab."
     )
@@ -44,7 +40,7 @@ def label(spec: str) -> str:
     family = family_of(spec)
     if family is None:
         return spec
-    if not (nano_installed("diffusion", family) and nano_installed("ar", family)):
+    if not registry.family_installed(family):
         return f"{spec} (weights not installed)"
     what = FAMILY_LABELS.get(registry.SHIPPED[family], "")
     return f"{spec} (embedded{': ' + what if what else ''})"
@@ -58,5 +54,5 @@ def choices() -> list[tuple[str, str]]:
 def check(spec: str, decoder: str) -> None:
     """Raise ModelLoadError with a clear message when the chosen embedded twin is missing."""
     family = family_of(spec)
-    if family is not None and not nano_installed(decoder, family):
+    if family is not None and not registry.twin_installed(family, decoder):
         raise ModelLoadError(missing_message(decoder, family))
