@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from models.nano.objectives import CLEAN, NOISY, PROMPT, draw_mask, segment_mask
+from models.nano.objectives import CLEAN, NOISY, PROMPT, draw_mask, masked_run_length, segment_mask
 
 
 def test_segment_mask_follows_the_four_sdar_rules():
@@ -55,3 +55,54 @@ def test_suffix_masks_keep_a_clean_prefix_in_every_block():
     mixed = draw_mask(torch.ones(2000, 16, dtype=torch.bool), 8, g, suffix_share=0.5).view(2000, 2, 8)
     suffix_like = ((mixed[:, :, 1:] >= mixed[:, :, :-1]).all(-1)).all(-1).float().mean().item()
     assert 0.5 < suffix_like < 0.7  # half the rows by construction, plus uniform rows that happen to look so
+
+
+def test_masked_run_length_counts_the_masked_tokens_since_clean_text():
+    # blocks of 4: [M M C M] [C C M M]; the run restarts at every block and after every clean token
+    m = torch.tensor([[1, 1, 0, 1, 0, 0, 1, 1]], dtype=torch.bool)
+    run = masked_run_length(m, 4)
+    assert run[m].tolist() == [0, 1, 0, 0, 1]
+    # under a suffix mask the run is the offset from the block's clean prefix
+    g = torch.Generator().manual_seed(0)
+    s = draw_mask(torch.ones(50, 32, dtype=torch.bool), 16, g, suffix_share=1.0)
+    first = s.view(50, 2, 16).float().argmax(-1, keepdim=True)
+    offset = (torch.arange(16) - first).clamp(min=0).view(50, 32)
+    assert torch.equal(masked_run_length(s, 16)[s], offset[s])
+
+
+def tiny_subword_model():
+    from models.nano.model import NanoConfig, NanoOCR
+    from models.nano.tokenizer import SubwordTokenizer
+    from models.registry import twin_dir
+
+    torch.manual_seed(0)
+    tok = SubwordTokenizer(twin_dir("nano-subword", "ar") / "tokenizer.json")
+    cfg = NanoConfig(kind="diffusion", d_model=64, n_layers=1, n_heads=2, mlp_hidden=128, enc_dim=64, enc_layers=1,
+                     conv_channels=(8, 16, 16, 16), vocab_size=tok.vocab_size)
+    return NanoOCR(cfg), tok
+
+
+def test_near_weighting_and_a_frozen_vision_side():
+    import random
+
+    from models.nano.data import page_regions
+    from models.nano.objectives import diffusion_loss
+    from models.nano.train import char_tables
+
+    model, tok = tiny_subword_model()
+    tables = char_tables(tok)
+    batch = page_regions(random.Random(3), "val", augment=False, dpi=120)[:3]
+
+    def loss(**kw):
+        return diffusion_loss(model, tok, tables, batch, 8, torch.Generator().manual_seed(5), 0.0, **kw)[1]["ce"]
+
+    plain = loss()
+    assert abs(loss(near_halflife=1e9) - plain) < 1e-4  # an endless half-life is the plain mean
+    assert abs(loss(near_halflife=1.0) - plain) > 1e-3  # a short one weights the tokens differently
+
+    total, parts = diffusion_loss(model, tok, tables, batch, 8, torch.Generator().manual_seed(5), 0.3, freeze_vision=True)
+    total.backward()
+    assert parts["ctc"] == 0.0
+    assert all(p.grad is None for p in model.encoder.parameters())
+    assert all(p.grad is None for p in model.projector.parameters())
+    assert model.embed.weight.grad is not None and model.layers[0].attn.qkv.weight.grad.abs().sum() > 0

@@ -60,6 +60,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--ctc-weight", type=float, default=0.3)
     ap.add_argument("--suffix-share", type=float, default=0.0,
                     help="diffusion: share of rows masked as a clean prefix + masked rest in every block")
+    ap.add_argument("--near-halflife", type=float, default=0.0,
+                    help="diffusion: weight a masked token's loss by 0.5**(masked tokens before it / this); 0 = plain mean")
+    ap.add_argument("--freeze-vision", action="store_true",
+                    help="diffusion: train the decoder only (vision encoder, CTC head and projector fixed; no CTC loss)")
     ap.add_argument("--block-sizes", default="8:0.2,16:0.3,32:0.5", help="diffusion block size mix")
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast")
     return ap.parse_args(argv)
@@ -165,7 +169,10 @@ def main(argv=None) -> None:
         raise SystemExit("error: give --init DIR, or --tokenizer FILE (with --init-char DIR to start from the character pair)")
     tables = char_tables(tok)
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
+    if args.freeze_vision:
+        for part in (model.encoder, model.ctc_head, model.projector):
+            part.requires_grad_(False)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
     ckpt = args.out / "checkpoint.safetensors"
     step = 0
     if ckpt.exists():
@@ -195,7 +202,8 @@ def main(argv=None) -> None:
             else:
                 bs = rng.choices(blocks, block_p)[0]
                 loss, parts = diffusion_loss(model, tok, tables, batch, bs, gen, args.ctc_weight,
-                                              suffix_share=args.suffix_share)
+                                              suffix_share=args.suffix_share, near_halflife=args.near_halflife,
+                                              freeze_vision=args.freeze_vision)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
