@@ -106,3 +106,23 @@ def test_near_weighting_and_a_frozen_vision_side():
     assert all(p.grad is None for p in model.encoder.parameters())
     assert all(p.grad is None for p in model.projector.parameters())
     assert model.embed.weight.grad is not None and model.layers[0].attn.qkv.weight.grad.abs().sum() > 0
+
+
+def test_reach_measures_how_far_past_committed_text_the_diffusion_twin_reads():
+    """On held-out blocks, the token right after clean text is read best and the accuracy falls with
+    the offset (positions further in are only estimated); the shares are well formed."""
+    from models.nano.reach import held_out_blocks, measure
+    from models.nano.weights import load_model
+    from models.registry import twin_dir
+
+    model, tok = load_model(twin_dir("nano-subword", "diffusion"))
+    reach = measure(model, tok, held_out_blocks(1), block_size=32, threshold=0.95, max_offset=6)
+    rows = {r.offset: r for r in reach.rows}
+    assert sorted(rows) == list(range(7)) and all(r.tokens > 0 for r in rows.values())
+    assert rows[0].accuracy >= 0.85
+    assert rows[0].accuracy > rows[3].accuracy + 0.2 and rows[0].passing > rows[3].passing
+    for r in rows.values():
+        assert 0 <= r.accuracy <= 1 and 0 <= r.passing <= 1 and 0 <= r.passing_correct <= 1
+        assert 0 < r.confidence <= 1
+    assert reach.blocks == rows[0].tokens  # exactly one offset-0 text token per block with text left
+    assert 0 <= reach.outranked_wrong <= reach.outranked <= 1

@@ -124,6 +124,47 @@ def masked_run_length(masked: torch.Tensor, block_size: int) -> torch.Tensor:
     return run.view(b, n)
 
 
+def block_answers(tok: SubwordTokenizer, batch, block_size: int) -> torch.Tensor:
+    """(B, N) answer ids as a block decoder fills them: the text, <|endoftext|>, then <|endoftext|>
+    up to the end of that block; rows padded with ``pad_id`` to a common multiple of ``block_size``."""
+    answers = []
+    for s in (tok.encode(r.text) for r in batch):
+        n_full = -(-(len(s) + 1) // block_size) * block_size
+        answers.append(s + [tok.eos_id] * (n_full - len(s)))
+    return pad_ids(answers, tok.pad_id)
+
+
+def denoise_logits(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, v: Visual, clean: torch.Tensor,
+                   masked: torch.Tensor, block_size: int) -> torch.Tensor:
+    """One SDAR training forward over ``[prompt ; clean answer ; noisy answer]``: the logits (B, N, V)
+    at the noisy copy, whose ``masked`` tokens are <|MASK|>. Each noisy block starts where the clean
+    text before it ends and counts ``chars_per_token`` per masked token, as a block being denoised
+    does at inference."""
+    b, p = v.vis_mask.shape
+    n = clean.shape[1]
+    real = clean != tok.pad_id
+    noisy = torch.where(masked, torch.full_like(clean, tok.mask_id), clean)
+    c = model.cfg.chars_per_token
+    zero = torch.zeros(b)
+    line_b, col_b, line_a, col_a = walk(zero, zero, clean, real, tables, c)
+    clean_pos = answer_position(v.line_starts, line_a, col_a)
+    nb = n // block_size
+    starts = torch.arange(nb) * block_size
+    nl_b, nc_b, _, _ = walk(
+        line_b[:, starts].reshape(-1), col_b[:, starts].reshape(-1),
+        noisy.view(b * nb, block_size), (real & ~masked).view(b * nb, block_size), tables, c,
+    )
+    noisy_pos = answer_position(v.line_starts.repeat_interleave(nb, 0), nl_b, nc_b).view(b, n)
+    x = torch.cat([model.prompt_embeddings(v, tok.image_pad_id, tok.bos_id), model.embed(torch.cat([clean, noisy], 1))], 1)
+    ans_block = (torch.arange(n) // block_size).expand(b, n)
+    kind = torch.cat([torch.full((b, p + 1), PROMPT), torch.full((b, n), CLEAN), torch.full((b, n), NOISY)], 1)
+    block = torch.cat([torch.full((b, p + 1), -1), ans_block, ans_block], 1)
+    valid = torch.cat([v.vis_mask, torch.ones(b, 1, dtype=torch.bool), real, real], 1)
+    positions = torch.cat([model.prompt_positions(v), clean_pos, noisy_pos], 1)
+    hidden, _ = model.run_layers(x, positions, segment_mask(kind, block, valid))
+    return model.logits(hidden[:, p + 1 + n :])
+
+
 def diffusion_loss(
     model: NanoOCR,
     tok: SubwordTokenizer,
@@ -152,37 +193,10 @@ def diffusion_loss(
             v = encode_batch(model, batch)
     else:
         v = encode_batch(model, batch)
-    ids = [tok.encode(r.text) for r in batch]
-    answers = []
-    for s in ids:  # text, <|endoftext|>, then <|endoftext|> up to the end of that block
-        n = len(s) + 1
-        n_full = -(-n // block_size) * block_size
-        answers.append(s + [tok.eos_id] * (n_full - len(s)))
-    clean = pad_ids(answers, tok.pad_id)
-    b, p = v.vis_mask.shape
-    n = clean.shape[1]
+    clean = block_answers(tok, batch, block_size)
     real = clean != tok.pad_id
     masked = draw_mask(real, block_size, generator, eps, suffix_share)
-    noisy = torch.where(masked, torch.full_like(clean, tok.mask_id), clean)
-    c = model.cfg.chars_per_token
-    zero = torch.zeros(b)
-    line_b, col_b, line_a, col_a = walk(zero, zero, clean, real, tables, c)
-    clean_pos = answer_position(v.line_starts, line_a, col_a)
-    nb = n // block_size  # each noisy block starts where the clean text before it ends
-    starts = torch.arange(nb) * block_size
-    nl_b, nc_b, _, _ = walk(
-        line_b[:, starts].reshape(-1), col_b[:, starts].reshape(-1),
-        noisy.view(b * nb, block_size), (real & ~masked).view(b * nb, block_size), tables, c,
-    )
-    noisy_pos = answer_position(v.line_starts.repeat_interleave(nb, 0), nl_b, nc_b).view(b, n)
-    x = torch.cat([model.prompt_embeddings(v, tok.image_pad_id, tok.bos_id), model.embed(torch.cat([clean, noisy], 1))], 1)
-    ans_block = (torch.arange(n) // block_size).expand(b, n)
-    kind = torch.cat([torch.full((b, p + 1), PROMPT), torch.full((b, n), CLEAN), torch.full((b, n), NOISY)], 1)
-    block = torch.cat([torch.full((b, p + 1), -1), ans_block, ans_block], 1)
-    valid = torch.cat([v.vis_mask, torch.ones(b, 1, dtype=torch.bool), real, real], 1)
-    positions = torch.cat([model.prompt_positions(v), clean_pos, noisy_pos], 1)
-    hidden, _ = model.run_layers(x, positions, segment_mask(kind, block, valid))
-    logits = model.logits(hidden[:, p + 1 + n :])
+    logits = denoise_logits(model, tok, tables, v, clean, masked, block_size)
     if near_halflife > 0:
         weight = 0.5 ** (masked_run_length(masked, block_size)[masked].float() / near_halflife)
         per_token = F.cross_entropy(logits[masked].float(), clean[masked], reduction="none")
