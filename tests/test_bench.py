@@ -73,3 +73,18 @@ def test_bench_cli_quick_writes_json(tiny_models, tmp_path, capsys):
     data = json.loads(out.read_text())
     assert data["pages"] == 3 and data["repeats"] == 2
     assert "speedup_vs_ar_page_batch:" in capsys.readouterr().out  # each ratio printed with its spread
+
+
+def test_evaluate_runs_a_candidate_pair_from_a_path_prefix(tiny_models, tmp_path):
+    """``--pair P`` with directories P-ar and P-diffusion evaluates that pair, each decoder on its twin."""
+    import shutil
+
+    from mudiff_viz.bench.evaluate import eval_pages, run, twin_spec
+
+    prefix = tmp_path / "cand"
+    for kind in ("ar", "diffusion"):
+        shutil.copytree(tiny_models[kind], f"{prefix}-{kind}")
+    assert twin_spec(str(prefix), "ar") == f"{prefix}-ar" and twin_spec("nano", "ar") == "nano"
+    rows = run(str(prefix), eval_pages(1, fonts=("courier",)), thresholds=(0.95,), log=lambda _: None)
+    assert [r["setting"] for r in rows] == ["ar", "diffusion@0.95"]
+    assert all(r["nfe"] > 0 and r["chars"] > 0 for r in rows)

@@ -51,6 +51,13 @@ def page_row(label: str, page: Page, setting: str, trace, seconds: float) -> dic
     }
 
 
+def twin_spec(pair: str, decoder: str) -> str:
+    """The model spec a decoder runs for ``pair``: a registered pair name as is, or, for a path
+    prefix P, the directory P-ar / P-diffusion (a candidate pair that is not installed)."""
+    candidate = Path(f"{pair}-{decoder}")
+    return str(candidate) if candidate.is_dir() else pair
+
+
 def run(pair: str, pages, thresholds=THRESHOLDS, block_length: int = 32, log=print) -> list[dict]:
     """One row per (page, setting)."""
     rows = []
@@ -59,7 +66,7 @@ def run(pair: str, pages, thresholds=THRESHOLDS, block_length: int = 32, log=pri
         params = DecodeParams(block_length=block_length, steps=block_length, threshold=thr or 0.95, max_new_tokens=1024)
         for label, page in pages:
             t0 = time.perf_counter()
-            trace = decode_page(page, model=pair, decoder=decoder, params=params)
+            trace = decode_page(page, model=twin_spec(pair, decoder), decoder=decoder, params=params)
             rows.append(page_row(label, page, setting, trace, time.perf_counter() - t0))
         log(f"{setting} {json.dumps(summarize(rows, setting))}")
     return rows
@@ -88,7 +95,7 @@ def summarize(rows: list[dict], setting: str, prefix: str = "") -> dict:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m mudiff_viz.bench.evaluate", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pair", default="nano", help="nano, nano-char, or a directory holding <pair>-ar and <pair>-diffusion")
+    ap.add_argument("--pair", default="nano", help="nano, nano-char, nano-subword, or a path prefix P of two directories P-ar and P-diffusion")
     ap.add_argument("--pages-per-font", type=int, default=4)
     ap.add_argument("--thresholds", default=",".join(str(t) for t in THRESHOLDS))
     ap.add_argument("--block-length", type=int, default=32)
