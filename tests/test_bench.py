@@ -2,34 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
+import pytest
 import torch
 
-from mudiff_viz.bench.speed import bench_pages, run_bench, run_sweep, sweep_table
+from mudiff_viz.bench.speed import bench_pages, run_sweep, sweep_table
 from mudiff_viz.cli.main import main as cli_main
 
 torch.set_num_threads(1)
-
-
-def test_bench_reports_every_key_in_both_regimes(tiny_models):
-    result = run_bench(str(tiny_models["diffusion"]), n_pages=1, repeats=1, ar_model=str(tiny_models["ar"]),
-                       log=lambda m: None)
-    for key in ("tokens_per_forward", "speedup_vs_ar", "recording_overhead", "trace_bytes_per_token", "peak_rss_mb"):
-        assert key in result
-    assert result["tokens_per_forward"]["ar"] == 1.0
-    assert result["tokens_per_forward"]["diffusion"] > 0
-    assert set(result["regimes"]) == {"page_batch", "one_region_at_a_time"}
-    batch, single = result["regimes"]["page_batch"], result["regimes"]["one_region_at_a_time"]
-    assert batch["per_page"][0]["regions"] == single["per_page"][0]["regions"] > 5
-    # the regimes decode the same lines to the same text (batching changes speed, not results)
-    assert batch["per_page"][0]["diffusion"]["tokens"] == single["per_page"][0]["diffusion"]["tokens"]
-    assert result["trace_bytes_per_token"] > 0 and result["recording_overhead"] > 0
-    for stats in result["spreads"].values():  # every ratio with its spread
-        lo, hi = stats["interval"]
-        assert lo <= stats["value"] <= hi and stats["repeat_range"][0] <= stats["repeat_range"][1]
-    assert result["first_frame"]["max_after_prefill_s"] >= 0
-    json.dumps(result)  # plain data
 
 
 def test_ratio_spread_over_pages_and_passes():
@@ -65,14 +48,45 @@ def test_sweep_grid_has_one_point_per_setting(tiny_models):
     assert table.count("\n") == 2 + 1 + 4
 
 
-def test_bench_cli_quick_writes_json(tiny_models, tmp_path, capsys):
-    out = tmp_path / "bench.json"
-    code = cli_main(["bench", "--quick", "--model", str(tiny_models["diffusion"]), "--ar-model", str(tiny_models["ar"]),
-                     "--threads", "1", "--out", str(out)])
-    assert code == 0
-    data = json.loads(out.read_text())
-    assert data["pages"] == 3 and data["repeats"] == 2
-    assert "speedup_vs_ar_page_batch:" in capsys.readouterr().out  # each ratio printed with its spread
+@pytest.fixture(scope="module")
+def quick_bench(tiny_models, tmp_path_factory):
+    """One ``bench --quick`` through the CLI, its size shrunk to one page and one timed pass (the
+    structure is what is tested, never the timings): the JSON it wrote and what it printed."""
+    from mudiff_viz.bench import speed
+
+    out = tmp_path_factory.mktemp("bench") / "bench.json"
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(printed):
+        mp.setitem(speed.QUICK, "n_pages", 1)
+        mp.setitem(speed.QUICK, "repeats", 1)
+        code = cli_main(["bench", "--quick", "--model", str(tiny_models["diffusion"]), "--ar-model",
+                         str(tiny_models["ar"]), "--threads", "1", "--out", str(out)])
+    return {"code": code, "result": json.loads(out.read_text()), "printed": printed.getvalue()}
+
+
+def test_bench_reports_every_key_in_both_regimes(quick_bench):
+    result = quick_bench["result"]
+    for key in ("tokens_per_forward", "speedup_vs_ar", "recording_overhead", "trace_bytes_per_token", "peak_rss_mb"):
+        assert key in result
+    assert result["tokens_per_forward"]["ar"] == 1.0
+    assert result["tokens_per_forward"]["diffusion"] > 0
+    assert set(result["regimes"]) == {"page_batch", "one_region_at_a_time"}
+    batch, single = result["regimes"]["page_batch"], result["regimes"]["one_region_at_a_time"]
+    assert batch["per_page"][0]["regions"] == single["per_page"][0]["regions"] > 5
+    # the regimes decode the same lines to the same text (batching changes speed, not results)
+    assert batch["per_page"][0]["diffusion"]["tokens"] == single["per_page"][0]["diffusion"]["tokens"]
+    assert result["trace_bytes_per_token"] > 0 and result["recording_overhead"] > 0
+    for stats in result["spreads"].values():  # every ratio with its spread
+        lo, hi = stats["interval"]
+        assert lo <= stats["value"] <= hi and stats["repeat_range"][0] <= stats["repeat_range"][1]
+    assert result["first_frame"]["max_after_prefill_s"] >= 0
+
+
+def test_bench_cli_quick_writes_json(quick_bench):
+    """``--quick`` runs the QUICK size, writes the JSON and prints every ratio with its spread."""
+    assert quick_bench["code"] == 0
+    assert quick_bench["result"]["pages"] == 1 and quick_bench["result"]["repeats"] == 1
+    assert "speedup_vs_ar_page_batch:" in quick_bench["printed"]
 
 
 def test_evaluate_runs_a_candidate_pair_from_a_path_prefix(tiny_models, tmp_path):

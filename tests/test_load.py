@@ -167,12 +167,14 @@ def test_eight_clients_each_get_their_own_pages(server, tmp_path):
     assert sampler.peak_tree < PEAK_RSS_BOUND, report
 
 
-SOAK_DECODES, SOAK_WARMUP = 200, 30
+# 80 decodes on every CI run (a leak of the kind that once grew the server to 2.3 GB shows within them);
+# MUDIFF_SOAK_DECODES=200 is the longer soak docs/app.md reports.
+SOAK_DECODES, SOAK_WARMUP = int(os.environ.get("MUDIFF_SOAK_DECODES", "80")), 30
 SOAK_GROWTH = 1.15  # RSS after the soak over RSS after the warm-up
 
 
 def test_soak_memory_stays_flat(server, tmp_path):
-    """200 decodes through the running app (both decoders, eight pages in turn, with comparisons,
+    """SOAK_DECODES decodes through the running app (both decoders, eight pages in turn, with comparisons,
     replays and probe grids mixed in): after a warm-up, the server's memory stays within 15%.
     Earlier the server grew to 2.3 GB after 25 minutes of mixed use."""
     from gradio_client import Client
