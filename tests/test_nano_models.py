@@ -32,7 +32,7 @@ torch.set_num_threads(2)
 
 FAMILIES = ("nano-char", "nano-subword")
 CER_BOUND = 0.03
-SUBWORD_DIFFUSION_CER_BOUND = 0.40  # held-out pages measured 21% (worst 35%): a guard, not the target
+SUBWORD_DIFFUSION_CER_BOUND = 0.35  # held-out pages measured 18% (3 pages; 21% before the near-weighted phase): a guard, not the target
 
 
 each_family = pytest.mark.parametrize("family", [
