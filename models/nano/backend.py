@@ -72,7 +72,7 @@ class NanoBackend(TokenizedBackend):
         self.mask_id = self.tok.mask_id
         self.stop_ids = self.tok.stop_ids
         self.max_answer = self.cfg.max_answer
-        self.tables = CharTables(*(torch.from_numpy(a) for a in self.tok.char_tables)).to(self.device)
+        self.tables = CharTables.of(self.tok).to(self.device)
 
     # ---- regions ---------------------------------------------------------------------------------
 

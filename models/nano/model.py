@@ -233,6 +233,11 @@ class CharTables:
     newlines: torch.Tensor
     tail: torch.Tensor
 
+    @staticmethod
+    def of(tok) -> "CharTables":
+        """The tables of a tokenizer (its ``char_tables``: three numpy arrays, one row per id)."""
+        return CharTables(*(torch.from_numpy(a) for a in tok.char_tables))
+
     def to(self, device) -> "CharTables":
         return CharTables(self.length.to(device), self.newlines.to(device), self.tail.to(device))
 

@@ -49,7 +49,7 @@ class Reach:
 def measure(model: NanoOCR, tok: SubwordTokenizer, samples, block_size: int = 32, threshold: float = 0.95,
             max_offset: int = 8, seed: int = 0, batch_size: int = 6) -> Reach:
     """Offsets 0..max_offset over ``samples`` (RegionSample), suffix masks drawn with ``seed``."""
-    tables = CharTables(*(torch.from_numpy(a) for a in tok.char_tables))
+    tables = CharTables.of(tok)
     gen = torch.Generator().manual_seed(seed)
     sums = {j: [0, 0, 0.0, 0, 0] for j in range(max_offset + 1)}
     blocks = outranked = outranked_wrong = 0

@@ -114,7 +114,7 @@ def init_from_char(char_dir: Path, tok: SubwordTokenizer, n_layers: int, chars_p
 
 
 def char_tables(tok: SubwordTokenizer) -> CharTables:
-    return CharTables(*(torch.from_numpy(a) for a in tok.char_tables))
+    return CharTables.of(tok)
 
 
 @torch.no_grad()
