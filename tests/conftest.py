@@ -17,6 +17,11 @@ if str(ROOT) not in sys.path:
 
 
 import pytest  # noqa: E402
+import torch  # noqa: E402
+
+# One torch thread per test process: pytest-xdist runs the test files in parallel (pyproject.toml),
+# one worker per core, and the tiny models gain little from a second thread anyway.
+torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

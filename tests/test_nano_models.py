@@ -19,7 +19,6 @@ import math
 from pathlib import Path
 
 import pytest
-import torch
 
 from models.registry import NANO_DIR, SHIPPED, family_installed
 from mudiff_viz.bench.evaluate import eval_pages
@@ -28,11 +27,9 @@ from mudiff_viz.core.trace import check_invariants
 from mudiff_viz.decoding.pipeline import decode_page
 from mudiff_viz.decoding.settings import DecodeParams
 
-torch.set_num_threads(2)
-
 FAMILIES = ("nano-char", "nano-subword")
 CER_BOUND = 0.03
-SUBWORD_DIFFUSION_CER_BOUND = 0.35  # held-out pages measured 18% (3 pages; 21% before the near-weighted phase): a guard, not the target
+SUBWORD_DIFFUSION_CER_BOUND = 0.30  # v3 reads the 12 held-out pages at 15.3% (v2 18.9%, v1 20.8%; worst page 21.8%): a guard, not the target
 
 
 each_family = pytest.mark.parametrize("family", [
@@ -78,7 +75,7 @@ def test_both_decoders_read_held_out_pages(pages, family):
 @each_family
 def test_image_without_text_layer_decodes_with_ctc_boxes(tmp_path, family):
     """A scan with no text layer: lines segmented from the pixels, token boxes from the CTC path. The
-    subword pair is held to this on its AR twin (its diffusion twin reads at about 17% here)."""
+    subword pair is held to this on its AR twin (its diffusion twin reads at about 15% here)."""
     from mudiff_viz.inputs.pages import load_page
 
     root = Path(__file__).resolve().parent.parent
