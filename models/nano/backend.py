@@ -66,7 +66,7 @@ class NanoBackend(TokenizedBackend):
         self.cfg = self.model.cfg
         self.kind = self.cfg.kind
         self.device = torch.device(device)
-        self.name = f"nano-{self.kind}"
+        self.name = f"nano-subword-{self.kind}"  # the pair as the model picker names it (nano-char-* for the other)
         self.spec = spec or str(model_dir)
         self.params_m = count_m(self.model)
         self.mask_id = self.tok.mask_id
