@@ -189,6 +189,8 @@ def test_tables(diffusion, ar):
     assert "".join(t for t, lab in seg if lab in (None, "expected", "missing")) == "the hat sat!"
     assert ("!", "missing") in seg and ("c", "substituted") in seg and ("h", "expected") in seg
     assert "<" not in tables.summary_markdown(hostile(diffusion))
+    m = diffusion.metrics
+    assert f"(prefill {m['prefill_s']:.2f} s)" in tables.summary_markdown(diffusion)  # seconds in two decimals
 
 
 def test_trace_recorded_without_steps_still_plays():

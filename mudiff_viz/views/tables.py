@@ -104,6 +104,11 @@ def diff_segments(hyp: str, ref: str) -> list[tuple[str, str | None]]:
     return merged
 
 
+def _seconds(value) -> str:
+    """Two decimals for a number of seconds; anything else (an upload's odd metric) as it is."""
+    return f"{value:.2f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else md_text(str(value))
+
+
 def summary_markdown(trace: Trace) -> str:
     """One line of headline numbers (no model text; the trace's own strings escaped: it may be an upload)."""
     m = trace.metrics
@@ -111,7 +116,7 @@ def summary_markdown(trace: Trace) -> str:
         f"**{decoder_label(trace.decoder)}** · {md_text(trace.model.name)}",
         f"{len(trace.regions)} regions", f"{m.get('tokens')} tokens", f"NFE {m.get('nfe')}",
         f"{m.get('tokens_per_forward')} tokens/forward", f"{trace.clock_length} forward passes",
-        f"wall {m.get('wall_s')} s (prefill {m.get('prefill_s')} s)",
+        f"wall {_seconds(m.get('wall_s'))} s (prefill {_seconds(m.get('prefill_s'))} s)",
     ]
     if "cer" in m:
         parts.append(f"CER {100 * m['cer']:.2f}%")
