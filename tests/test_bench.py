@@ -7,12 +7,9 @@ import io
 import json
 
 import pytest
-import torch
 
 from mudiff_viz.bench.speed import bench_pages, run_sweep, sweep_table
 from mudiff_viz.cli.main import main as cli_main
-
-torch.set_num_threads(1)
 
 
 def test_ratio_spread_over_pages_and_passes():

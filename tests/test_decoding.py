@@ -21,8 +21,6 @@ from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.decoding.strategies import strategy_names
 from tests.fixed_backend import EOS, MASK, FixedBackend, FixedPage, V
 
-torch.set_num_threads(1)
-
 
 def official_reference(backend: FixedBackend, row: int, block_length: int, steps: int, threshold: float,
                        temperature: float, seed: int, n_blocks: int, clamp: bool = False):

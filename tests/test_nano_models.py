@@ -75,7 +75,7 @@ def test_both_decoders_read_held_out_pages(pages, family):
 @each_family
 def test_image_without_text_layer_decodes_with_ctc_boxes(tmp_path, family):
     """A scan with no text layer: lines segmented from the pixels, token boxes from the CTC path. The
-    subword pair is held to this on its AR twin (its diffusion twin reads at about 15% here)."""
+    subword pair is held to this on its AR twin (its diffusion twin reads at about 17% here)."""
     from mudiff_viz.inputs.pages import load_page
 
     root = Path(__file__).resolve().parent.parent

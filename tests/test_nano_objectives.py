@@ -87,10 +87,10 @@ def test_near_weighting_and_a_frozen_vision_side():
 
     from models.nano.data import page_regions
     from models.nano.objectives import diffusion_loss
-    from models.nano.train import char_tables
+    from models.nano.model import CharTables
 
     model, tok = tiny_subword_model()
-    tables = char_tables(tok)
+    tables = CharTables.of(tok)
     batch = page_regions(random.Random(3), "val", augment=False, dpi=120)[:3]
 
     def loss(**kw):

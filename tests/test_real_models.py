@@ -29,7 +29,6 @@ from mudiff_viz.decoding.pipeline import decode_page
 from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.inputs.pages import load_page
 
-torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parent.parent
 
 SPECIALS = [  # trained first: ids 0..11, far from the real 151643..151669

@@ -113,10 +113,6 @@ def init_from_char(char_dir: Path, tok: SubwordTokenizer, n_layers: int, chars_p
     return model
 
 
-def char_tables(tok: SubwordTokenizer) -> CharTables:
-    return CharTables.of(tok)
-
-
 @torch.no_grad()
 def quick_eval(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, batches, kind: str) -> dict:
     """CTC line CER (greedy) and the decoder's teacher-forced loss and token accuracy."""
@@ -177,7 +173,7 @@ def main(argv=None) -> None:
         model.cfg.kind = args.kind
     else:
         raise SystemExit("error: give --init DIR, or --tokenizer FILE (with --init-char DIR to start from the character pair)")
-    tables = char_tables(tok)
+    tables = CharTables.of(tok)
     model.train()
     if args.freeze_vision:
         for part in (model.encoder, model.ctc_head, model.projector):
