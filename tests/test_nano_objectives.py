@@ -108,6 +108,46 @@ def test_near_weighting_and_a_frozen_vision_side():
     assert model.embed.weight.grad is not None and model.layers[0].attn.qkv.weight.grad.abs().sum() > 0
 
 
+def test_a_grown_decoder_computes_the_same_function_and_then_trains_its_new_layers():
+    """grow_decoder (train --init DIR --layers N) inserts layers that start as the identity: the
+    loss is unchanged, and a training step moves the new layers."""
+    import random
+
+    import pytest
+
+    from models.nano.data import page_regions
+    from models.nano.model import CharTables, NanoConfig, NanoOCR
+    from models.nano.objectives import diffusion_loss
+    from models.nano.train import grow_decoder
+
+    _, tok = tiny_subword_model()
+    torch.manual_seed(1)
+    model = NanoOCR(NanoConfig(kind="diffusion", d_model=64, n_layers=4, n_heads=2, mlp_hidden=128, enc_dim=64,
+                               enc_layers=1, conv_channels=(8, 16, 16, 16), vocab_size=tok.vocab_size)).eval()
+    grown = grow_decoder(model, 6).eval()
+    assert grown.cfg.n_layers == 6 and len(grown.layers) == 6 and model.cfg.n_layers == 4
+    tables = CharTables.of(tok)
+    batch = page_regions(random.Random(3), "val", augment=False, dpi=120)[:3]
+
+    def loss(m):
+        return diffusion_loss(m, tok, tables, batch, 8, torch.Generator().manual_seed(5), 0.0)[0]
+
+    with torch.no_grad():
+        assert abs(loss(grown).item() - loss(model).item()) < 1e-5
+    fresh = [grown.layers[3], grown.layers[4]]  # 4 layers grown by 2: inserted after layer index 2
+    assert all(float(b.attn.o.weight.abs().sum()) == 0 and float(b.mlp.down.weight.abs().sum()) == 0 for b in fresh)
+    assert torch.equal(grown.layers[3].attn.qkv.weight, model.layers[1].attn.qkv.weight)
+    assert torch.equal(grown.layers[5].attn.qkv.weight, model.layers[3].attn.qkv.weight)
+    grown.train()
+    opt = torch.optim.SGD(grown.parameters(), lr=0.1)
+    loss(grown).backward()
+    opt.step()
+    assert float(fresh[0].attn.o.weight.abs().sum()) > 0
+    assert grow_decoder(model, 4) is model
+    with pytest.raises(SystemExit, match="fewer"):
+        grow_decoder(model, 3)
+
+
 def test_reach_measures_how_far_past_committed_text_the_diffusion_twin_reads():
     """On held-out blocks, the token right after clean text is read best and the accuracy falls with
     the offset (positions further in are only estimated); the shares are well formed."""

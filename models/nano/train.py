@@ -46,7 +46,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--init", type=Path, help="start from these weights (a directory of this pair: the AR twin, for diffusion)")
     ap.add_argument("--init-char", type=Path, help="start from the character pair's weights (directory)")
     ap.add_argument("--tokenizer", type=Path, help="tokenizer.json (with --init-char, or alone: a new model; --init brings its own)")
-    ap.add_argument("--layers", type=int, default=6, help="decoder layers (with --init-char, or a new model)")
+    ap.add_argument("--layers", type=int, default=None,
+                    help="decoder layers: of a new model or one started --init-char (default 6); with --init, a "
+                         "deeper count grows the loaded decoder (see grow_decoder)")
     ap.add_argument("--d-model", type=int, default=192, help="width of a new model (no --init/--init-char)")
     ap.add_argument("--enc-layers", type=int, default=2, help="vision encoder layers of a new model")
     ap.add_argument("--pool-pages", type=int, default=250, help="pages in the region pool")
@@ -113,6 +115,40 @@ def init_from_char(char_dir: Path, tok: SubwordTokenizer, n_layers: int, chars_p
     return model
 
 
+def grow_decoder(model: NanoOCR, n_layers: int) -> NanoOCR:
+    """The same model with ``n_layers`` decoder layers, computing the same function: the new layers
+    are copies of the middle layers inserted after them, their output projections zero (so each
+    starts as the identity on the residual stream and training decides what they add).
+
+    Why the middle: the first layers read glyphs and the last ones shape the output; a token further
+    into a block needs more hops between those (its start depends on the lengths of the masked tokens
+    before it), which is where a deeper stack can help."""
+    old = model.cfg.n_layers
+    if n_layers < old:
+        raise SystemExit(f"error: --layers {n_layers} is fewer than the {old} layers of the weights given with --init")
+    if n_layers == old:
+        return model
+    k = n_layers - old
+    mid = old // 2  # insert after layer index mid
+    order = list(range(mid + 1)) + list(range(mid + 1 - k, mid + 1)) + list(range(mid + 1, old))
+    if min(order) < 0:
+        raise SystemExit(f"error: can grow {old} layers by at most {mid + 1} at once")
+    fresh = set(range(mid + 1, mid + 1 + k))
+    cfg = NanoConfig.from_dict({**model.cfg.to_dict(), "n_layers": n_layers})
+    grown = NanoOCR(cfg)
+    src, state = model.state_dict(), grown.state_dict()
+    for key in state:
+        if key.startswith("layers."):
+            i = int(key.split(".")[1])
+            state[key] = src[key.replace(f"layers.{i}.", f"layers.{order[i]}.", 1)].clone()
+            if i in fresh and key.endswith(("attn.o.weight", "mlp.down.weight")):
+                state[key] = torch.zeros_like(state[key])
+        else:
+            state[key] = src[key].clone()
+    grown.load_state_dict(state)
+    return grown
+
+
 @torch.no_grad()
 def quick_eval(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, batches, kind: str) -> dict:
     """CTC line CER (greedy) and the decoder's teacher-forced loss and token accuracy."""
@@ -156,6 +192,8 @@ def main(argv=None) -> None:
     if args.init:
         model, tok = load_model(args.init)
         tokenizer_path = args.init / "tokenizer.json"
+        if args.layers:
+            model = grow_decoder(model, args.layers)
         model.cfg.kind = args.kind
     elif args.tokenizer:
         tok = SubwordTokenizer(args.tokenizer)
@@ -163,11 +201,11 @@ def main(argv=None) -> None:
         train_text = [p for d in synth.documents("train") for p in d.paragraphs]
         chars_per_token = round(tok.chars_per_token(train_text), 3)
         if args.init_char:
-            model = init_from_char(args.init_char, tok, args.layers, chars_per_token)
+            model = init_from_char(args.init_char, tok, args.layers or 6, chars_per_token)
         else:
             d = args.d_model
             model = NanoOCR(NanoConfig(
-                enc_dim=d, d_model=d, n_layers=args.layers, enc_layers=args.enc_layers, n_heads=max(1, d // 32),
+                enc_dim=d, d_model=d, n_layers=args.layers or 6, enc_layers=args.enc_layers, n_heads=max(1, d // 32),
                 mlp_hidden=int(d * 8 / 3) // 32 * 32, vocab_size=tok.vocab_size, chars_per_token=chars_per_token,
             ))
         model.cfg.kind = args.kind
