@@ -99,3 +99,27 @@ def test_evaluate_runs_a_candidate_pair_from_a_path_prefix(tiny_models, tmp_path
     rows = run(str(prefix), eval_pages(1, fonts=("courier",)), thresholds=(0.95,), log=lambda _: None)
     assert [r["setting"] for r in rows] == ["ar", "diffusion@0.95"]
     assert all(r["nfe"] > 0 and r["chars"] > 0 for r in rows)
+    # the frontier-only reading of the same weights: one token per forward, the AR twin skipped
+    ltr = run(str(prefix), eval_pages(1, fonts=("courier",)), thresholds=(0.95,), log=lambda _: None,
+              strategy="left_to_right", with_ar=False)
+    assert [r["setting"] for r in ltr] == ["diffusion@0.95/left_to_right"]
+    assert 0 < ltr[0]["tokens"] <= ltr[0]["nfe"]  # one token per denoising step, at most
+
+
+def test_evaluate_cli_writes_its_report_and_rejects_bad_thresholds(tiny_models, tmp_path):
+    import shutil
+
+    from mudiff_viz.bench.evaluate import main
+
+    prefix = tmp_path / "cand"
+    for kind in ("ar", "diffusion"):
+        shutil.copytree(tiny_models[kind], f"{prefix}-{kind}")
+    with pytest.raises(SystemExit) as err:
+        main(["--pair", str(prefix), "--thresholds", "0.9,high", "--out", str(tmp_path / "x.json")])
+    assert err.value.code == 2 and not (tmp_path / "x.json").exists()
+    out = tmp_path / "ltr.json"
+    main(["--pair", str(prefix), "--pages-per-font", "1", "--thresholds", "0.9", "--strategy", "left_to_right",
+          "--no-ar", "--threads", "1", "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert list(report["all"]) == ["diffusion@0.9/left_to_right"] and report["setup"]["strategy"] == "left_to_right"
+    assert all(list(v) == ["diffusion@0.9/left_to_right"] for v in report["per_font"].values())

@@ -2,6 +2,10 @@
 
     python -m mudiff_viz.bench.evaluate --pair nano-subword --out docs/nano-subword-eval.json
     python -m mudiff_viz.bench.evaluate --pair nano-char --out docs/nano-char-eval.json
+    python -m mudiff_viz.bench.evaluate --pair nano-subword --no-ar --strategy left_to_right --out ltr.json
+
+``--strategy left_to_right`` reads the diffusion twin one token per step at the frontier: how well
+the same weights read when the sampler never commits a token further into a block.
 
 Pages: test-split text, 150 DPI, Helvetica / Times / Courier at 10-12 pt, clean renders, one or two
 columns. Page CER is micro-averaged (total edits / total ground-truth characters) over the decoded
@@ -23,6 +27,7 @@ import torch
 from mudiff_viz.core.metrics import cer, first_step_share, mean_steps_per_block
 from mudiff_viz.decoding.pipeline import decode_page
 from mudiff_viz.decoding.settings import DecodeParams
+from mudiff_viz.decoding.strategies import strategy_names
 from mudiff_viz.inputs import synth
 from mudiff_viz.inputs.page import Page
 
@@ -58,12 +63,16 @@ def twin_spec(pair: str, decoder: str) -> str:
     return str(candidate) if candidate.is_dir() else pair
 
 
-def run(pair: str, pages, thresholds=THRESHOLDS, block_length: int = 32, log=print) -> list[dict]:
-    """One row per (page, setting)."""
+def run(pair: str, pages, thresholds=THRESHOLDS, block_length: int = 32, log=print,
+        strategy: str = "low_confidence_dynamic", with_ar: bool = True) -> list[dict]:
+    """One row per (page, setting). A setting is ``ar`` or ``diffusion@THRESHOLD``, with the strategy
+    appended when it is not the release's default (``diffusion@0.95/left_to_right``)."""
     rows = []
-    for decoder, thr in [("ar", None)] + [("diffusion", t) for t in thresholds]:
-        setting = "ar" if decoder == "ar" else f"diffusion@{thr}"
-        params = DecodeParams(block_length=block_length, steps=block_length, threshold=thr or 0.95, max_new_tokens=1024)
+    suffix = "" if strategy == "low_confidence_dynamic" else f"/{strategy}"
+    for decoder, thr in [("ar", None)] * with_ar + [("diffusion", t) for t in thresholds]:
+        setting = "ar" if decoder == "ar" else f"diffusion@{thr}{suffix}"
+        params = DecodeParams(block_length=block_length, steps=block_length, threshold=thr or 0.95, max_new_tokens=1024,
+                              strategy=strategy)
         for label, page in pages:
             t0 = time.perf_counter()
             trace = decode_page(page, model=twin_spec(pair, decoder), decoder=decoder, params=params)
@@ -93,25 +102,41 @@ def summarize(rows: list[dict], setting: str, prefix: str = "") -> dict:
     }
 
 
+def per_font_settings(settings: list[str]) -> list[str]:
+    """The settings broken down per font: the AR twin and the diffusion twin at 0.95 (or, if 0.95
+    was not run, its first threshold)."""
+    diffusion = [s for s in settings if s != "ar"]
+    main = next((s for s in diffusion if s.startswith("diffusion@0.95")), diffusion[0] if diffusion else None)
+    return [s for s in settings if s == "ar" or s == main]
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m mudiff_viz.bench.evaluate", description=__doc__.split("\n\n")[0])
     ap.add_argument("--pair", default="nano", help="nano, nano-char, nano-subword, or a path prefix P of two directories P-ar and P-diffusion")
     ap.add_argument("--pages-per-font", type=int, default=4)
     ap.add_argument("--thresholds", default=",".join(str(t) for t in THRESHOLDS))
     ap.add_argument("--block-length", type=int, default=32)
+    ap.add_argument("--strategy", default="low_confidence_dynamic", choices=strategy_names(),
+                    help="the diffusion twin's remasking strategy")
+    ap.add_argument("--no-ar", dest="with_ar", action="store_false", help="skip the AR twin")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    thresholds = tuple(float(x) for x in args.thresholds.split(","))
-    rows = run(args.pair, eval_pages(args.pages_per_font), thresholds, args.block_length)
+    try:
+        thresholds = tuple(float(x) for x in args.thresholds.split(","))
+    except ValueError:
+        ap.error(f"--thresholds: comma-separated numbers, got {args.thresholds!r}")
+    rows = run(args.pair, eval_pages(args.pages_per_font), thresholds, args.block_length,
+               strategy=args.strategy, with_ar=args.with_ar)
     settings = list(dict.fromkeys(r["setting"] for r in rows))
     report = {
         "pair": args.pair,
         "all": {s: summarize(rows, s) for s in settings},
-        "per_font": {f: {s: summarize(rows, s, f) for s in ("ar", "diffusion@0.95") if s in settings} for f in synth.FONTS},
+        "per_font": {f: {s: summarize(rows, s, f) for s in per_font_settings(settings)} for f in synth.FONTS},
         "setup": {"dpi": 150, "pages_per_font": args.pages_per_font, "threads": args.threads,
-                  "block_length": args.block_length, "steps": args.block_length, "temperature": 0.0},
+                  "block_length": args.block_length, "steps": args.block_length, "temperature": 0.0,
+                  "strategy": args.strategy},
         "rows": rows,
     }
     args.out.write_text(json.dumps(report, indent=2) + "\n")
