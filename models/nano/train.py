@@ -97,12 +97,8 @@ def init_from_char(char_dir: Path, tok: SubwordTokenizer, n_layers: int, chars_p
     for key in state:
         if key.startswith(("encoder.", "ctc_head.", "projector.", "norm.")):
             state[key] = src[key].clone()
-        elif key.startswith("layers."):
-            i = int(key.split(".")[1])
-            j = i if i < char.cfg.n_layers else char.cfg.n_layers - 1 - (i - char.cfg.n_layers) % char.cfg.n_layers
-            state[key] = src[key.replace(f"layers.{i}.", f"layers.{j}.", 1)].clone()
-            if i >= char.cfg.n_layers and key.endswith(("attn.o.weight", "mlp.down.weight")):
-                state[key] = torch.zeros_like(state[key])
+    n = char.cfg.n_layers
+    copy_layers(state, src, [i if i < n else n - 1 - (i - n) % n for i in range(n_layers)], set(range(n, n_layers)))
     emb, head = src["embed.weight"], src["lm_head.weight"]
     special = {tok.eos_id: CHARS.eos_id, tok.im_end_id: CHARS.eos_id, tok.bos_id: CHARS.bos_id,
                tok.mask_id: CHARS.mask_id, tok.pad_id: CHARS.pad_id, tok.image_pad_id: CHARS.pad_id}
@@ -113,6 +109,17 @@ def init_from_char(char_dir: Path, tok: SubwordTokenizer, n_layers: int, chars_p
         state["lm_head.weight"][i] = head[chars[0]] + 0.01 * torch.randn(head.shape[1], generator=gen)
     model.load_state_dict(state)
     return model
+
+
+def copy_layers(state: dict, src: dict, order: list[int], fresh: set[int]) -> None:
+    """Decoder layer i of ``state`` becomes a copy of layer ``order[i]`` of ``src``; the layers in
+    ``fresh`` get zero output projections, so each starts as the identity on the residual stream."""
+    for key in state:
+        if key.startswith("layers."):
+            i = int(key.split(".")[1])
+            state[key] = src[key.replace(f"layers.{i}.", f"layers.{order[i]}.", 1)].clone()
+            if i in fresh and key.endswith(("attn.o.weight", "mlp.down.weight")):
+                state[key] = torch.zeros_like(state[key])
 
 
 def grow_decoder(model: NanoOCR, n_layers: int) -> NanoOCR:
@@ -128,23 +135,16 @@ def grow_decoder(model: NanoOCR, n_layers: int) -> NanoOCR:
         raise SystemExit(f"error: --layers {n_layers} is fewer than the {old} layers of the weights given with --init")
     if n_layers == old:
         return model
-    k = n_layers - old
-    mid = old // 2  # insert after layer index mid
-    order = list(range(mid + 1)) + list(range(mid + 1 - k, mid + 1)) + list(range(mid + 1, old))
-    if min(order) < 0:
+    k, mid = n_layers - old, old // 2  # k copies of the layers up to index mid, inserted after it
+    if k > mid + 1:
         raise SystemExit(f"error: can grow {old} layers by at most {mid + 1} at once")
-    fresh = set(range(mid + 1, mid + 1 + k))
-    cfg = NanoConfig.from_dict({**model.cfg.to_dict(), "n_layers": n_layers})
-    grown = NanoOCR(cfg)
+    grown = NanoOCR(NanoConfig.from_dict({**model.cfg.to_dict(), "n_layers": n_layers}))
     src, state = model.state_dict(), grown.state_dict()
     for key in state:
-        if key.startswith("layers."):
-            i = int(key.split(".")[1])
-            state[key] = src[key.replace(f"layers.{i}.", f"layers.{order[i]}.", 1)].clone()
-            if i in fresh and key.endswith(("attn.o.weight", "mlp.down.weight")):
-                state[key] = torch.zeros_like(state[key])
-        else:
+        if not key.startswith("layers."):
             state[key] = src[key].clone()
+    order = list(range(mid + 1)) + list(range(mid + 1 - k, mid + 1)) + list(range(mid + 1, old))
+    copy_layers(state, src, order, set(range(mid + 1, mid + 1 + k)))
     grown.load_state_dict(state)
     return grown
 
@@ -196,16 +196,17 @@ def main(argv=None) -> None:
             model = grow_decoder(model, args.layers)
         model.cfg.kind = args.kind
     elif args.tokenizer:
+        n_layers = args.layers or 6
         tok = SubwordTokenizer(args.tokenizer)
         tokenizer_path = args.tokenizer
         train_text = [p for d in synth.documents("train") for p in d.paragraphs]
         chars_per_token = round(tok.chars_per_token(train_text), 3)
         if args.init_char:
-            model = init_from_char(args.init_char, tok, args.layers or 6, chars_per_token)
+            model = init_from_char(args.init_char, tok, n_layers, chars_per_token)
         else:
             d = args.d_model
             model = NanoOCR(NanoConfig(
-                enc_dim=d, d_model=d, n_layers=args.layers or 6, enc_layers=args.enc_layers, n_heads=max(1, d // 32),
+                enc_dim=d, d_model=d, n_layers=n_layers, enc_layers=args.enc_layers, n_heads=max(1, d // 32),
                 mlp_hidden=int(d * 8 / 3) // 32 * 32, vocab_size=tok.vocab_size, chars_per_token=chars_per_token,
             ))
         model.cfg.kind = args.kind

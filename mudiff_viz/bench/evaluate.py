@@ -69,7 +69,7 @@ def run(pair: str, pages, thresholds=THRESHOLDS, block_length: int = 32, log=pri
     appended when it is not the release's default (``diffusion@0.95/left_to_right``)."""
     rows = []
     suffix = "" if strategy == "low_confidence_dynamic" else f"/{strategy}"
-    for decoder, thr in [("ar", None)] * with_ar + [("diffusion", t) for t in thresholds]:
+    for decoder, thr in ([("ar", None)] if with_ar else []) + [("diffusion", t) for t in thresholds]:
         setting = "ar" if decoder == "ar" else f"diffusion@{thr}{suffix}"
         params = DecodeParams(block_length=block_length, steps=block_length, threshold=thr or 0.95, max_new_tokens=1024,
                               strategy=strategy)
@@ -106,8 +106,8 @@ def per_font_settings(settings: list[str]) -> list[str]:
     """The settings broken down per font: the AR twin and the diffusion twin at 0.95 (or, if 0.95
     was not run, its first threshold)."""
     diffusion = [s for s in settings if s != "ar"]
-    main = next((s for s in diffusion if s.startswith("diffusion@0.95")), diffusion[0] if diffusion else None)
-    return [s for s in settings if s == "ar" or s == main]
+    headline = next((s for s in diffusion if s.split("/")[0] == "diffusion@0.95"), diffusion[0] if diffusion else None)
+    return [s for s in settings if s in ("ar", headline)]
 
 
 def main(argv=None) -> None:
