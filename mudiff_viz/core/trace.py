@@ -252,7 +252,10 @@ def _build(hint: Any, value: Any) -> Any:
 
 
 def _fail(path: str, msg: str) -> typing.NoReturn:
-    raise UserInputError(f"invalid trace: field '{path}' {msg}")
+    """A one-line error. The path may hold an upload's own keys (any characters): its non-printable
+    characters are shown escaped, so a key like "\\n" cannot break the line."""
+    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in path)
+    raise UserInputError(f"invalid trace: field '{shown}' {msg}")
 
 
 def _finite(obj: Any, path: str) -> None:
