@@ -108,6 +108,46 @@ def test_near_weighting_and_a_frozen_vision_side():
     assert model.embed.weight.grad is not None and model.layers[0].attn.qkv.weight.grad.abs().sum() > 0
 
 
+def test_own_guesses_commit_the_most_confident_masked_tokens_and_leave_one_per_block():
+    from models.nano.objectives import commit_own_guesses
+
+    masked = torch.tensor([[False, True, True, True, True, False, True, True]])  # blocks of 4
+    logits = torch.full((1, 8, 5), -5.0)
+    guess = [0, 1, 2, 3, 4, 0, 1, 2]
+    strength = [0, 1, 4, 2, 3, 9, 1, 3]  # position 5 is the most confident but not masked
+    for j in range(8):
+        logits[0, j, guess[j]] = strength[j]
+    # block 0 asks one commit: its most confident masked token (2); block 1 asks five, of three
+    # masked: two, so one stays masked; position 5 is the most confident of all but not masked
+    still, shown, commit = commit_own_guesses(logits, masked, 4, torch.tensor([[1, 5]]))
+    assert commit.tolist() == [[False, False, True, False, True, False, False, True]]
+    assert still.tolist() == [[False, True, False, True, False, False, True, False]]
+    assert shown[0, 2] == 2 and shown[0, 4] == 4 and shown[0, 7] == 2  # the model's argmax, right or wrong
+    # no commits asked, none made; a block with one masked token keeps it
+    none = commit_own_guesses(logits, masked, 4, torch.tensor([[0, 0]]))[2]
+    assert not none.any()
+    one = torch.tensor([[False, False, True, False, True, True, True, True]])
+    assert commit_own_guesses(logits, one, 4, torch.tensor([[3, 3]]))[0].view(2, 4).sum(-1).tolist() == [1, 1]
+
+
+def test_a_share_of_rows_trains_on_its_own_committed_guesses():
+    import random
+
+    from models.nano.data import page_regions
+    from models.nano.model import CharTables
+    from models.nano.objectives import diffusion_loss
+
+    model, tok = tiny_subword_model()
+    tables = CharTables.of(tok)
+    batch = page_regions(random.Random(3), "val", augment=False, dpi=120)[:3]
+    plain = diffusion_loss(model, tok, tables, batch, 8, torch.Generator().manual_seed(5), 0.0)[1]
+    total, own = diffusion_loss(model, tok, tables, batch, 8, torch.Generator().manual_seed(5), 0.0, own_share=1.0)
+    total.backward()
+    assert plain["own"] == 0.0 and 0.0 < own["own"] < 1.0
+    assert own["masked"] < plain["masked"]  # the committed guesses are inputs now, not targets
+    assert model.layers[0].attn.qkv.weight.grad.abs().sum() > 0
+
+
 def test_a_grown_decoder_computes_the_same_function_and_then_trains_its_new_layers():
     """grow_decoder (train --init DIR --layers N) inserts layers that start as the identity: the
     loss is unchanged, and a training step moves the new layers."""

@@ -135,15 +135,16 @@ def block_answers(tok: SubwordTokenizer, batch, block_size: int) -> torch.Tensor
 
 
 def denoise_logits(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, v: Visual, clean: torch.Tensor,
-                   masked: torch.Tensor, block_size: int) -> torch.Tensor:
+                   masked: torch.Tensor, block_size: int, shown: torch.Tensor | None = None) -> torch.Tensor:
     """One SDAR training forward over ``[prompt ; clean answer ; noisy answer]``: the logits (B, N, V)
     at the noisy copy, whose ``masked`` tokens are <|MASK|>. Each noisy block starts where the clean
     text before it ends and counts ``chars_per_token`` per masked token, as a block being denoised
-    does at inference."""
+    does at inference. ``shown`` (B, N): the ids the noisy copy shows at unmasked positions (default
+    ``clean``; the model's own guesses with :func:`commit_own_guesses`)."""
     b, p = v.vis_mask.shape
     n = clean.shape[1]
     real = clean != tok.pad_id
-    noisy = torch.where(masked, torch.full_like(clean, tok.mask_id), clean)
+    noisy = torch.where(masked, torch.full_like(clean, tok.mask_id), clean if shown is None else shown)
     c = model.cfg.chars_per_token
     zero = torch.zeros(b)
     line_b, col_b, line_a, col_a = walk(zero, zero, clean, real, tables, c)
@@ -165,6 +166,25 @@ def denoise_logits(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, v:
     return model.logits(hidden[:, p + 1 + n :])
 
 
+def commit_own_guesses(logits: torch.Tensor, masked: torch.Tensor, block_size: int, commits: torch.Tensor):
+    """The state a decode reaches after committing the model's own guesses: in each block, the
+    ``commits[b, block]`` most confident masked positions take the argmax of ``logits`` (right or
+    wrong), the sampler's way. Returns (still masked, shown ids). Every block keeps at least one
+    masked token, so each row still has a loss. Why: the release sampler commits far guesses whenever
+    no token passes the threshold, and a model trained only on true context does not learn to read
+    around its own misplaced commits (docs/nano-models.md)."""
+    b, n = masked.shape
+    nb = n // block_size
+    conf, guess = logits.float().softmax(-1).max(-1)
+    m = masked.view(b, nb, block_size)
+    score = torch.where(m, conf.view(b, nb, block_size), torch.full_like(conf.view(b, nb, block_size), -1.0))
+    order = torch.sort(score, dim=-1, descending=True, stable=True).indices
+    rank = torch.empty_like(order).scatter_(-1, order, torch.arange(block_size).expand_as(order))
+    quota = torch.minimum(commits, (m.sum(-1) - 1).clamp(min=0))
+    commit = (rank < quota.unsqueeze(-1)) & m
+    return (m & ~commit).view(b, n), guess.view(b, n), commit.view(b, n)
+
+
 def diffusion_loss(
     model: NanoOCR,
     tok: SubwordTokenizer,
@@ -177,6 +197,8 @@ def diffusion_loss(
     suffix_share: float = 0.0,
     near_halflife: float = 0.0,
     freeze_vision: bool = False,
+    own_share: float = 0.0,
+    own_max: int = 8,
 ):
     """SDAR loss. A row is masked uniformly (t ~ U(0,1), each answer token masked with p = (1-eps)t + eps)
     or, with probability ``suffix_share``, as a left-to-right decode leaves a block: every block keeps a
@@ -187,7 +209,11 @@ def diffusion_loss(
     carry the loss, the far guesses of a mostly masked block little. 0 is SDAR's plain mean.
 
     ``freeze_vision``: the vision side (encoder, CTC head, projector) runs without gradients and the
-    CTC loss is dropped, a third less time per step once the encoder reads (its CTC CER is 0.2%)."""
+    CTC loss is dropped, a third less time per step once the encoder reads (its CTC CER is 0.2%).
+
+    ``own_share`` > 0: that share of rows first runs one forward without gradients and commits
+    1..``own_max`` of each block's most confident guesses (:func:`commit_own_guesses`); the loss is
+    then on the tokens still masked, against the truth."""
     if freeze_vision:
         with torch.no_grad():
             v = encode_batch(model, batch)
@@ -196,7 +222,16 @@ def diffusion_loss(
     clean = block_answers(tok, batch, block_size)
     real = clean != tok.pad_id
     masked = draw_mask(real, block_size, generator, eps, suffix_share)
-    logits = denoise_logits(model, tok, tables, v, clean, masked, block_size)
+    shown, own = None, 0.0
+    if own_share > 0:
+        rows = torch.rand(clean.shape[0], 1, generator=generator) < own_share
+        commits = torch.randint(1, own_max + 1, (clean.shape[0], clean.shape[1] // block_size), generator=generator)
+        with torch.no_grad():
+            first = denoise_logits(model, tok, tables, v, clean, masked, block_size)
+        still, guess, commit = commit_own_guesses(first, masked, block_size, commits * rows)
+        own = commit.float().sum().item() / max(masked.float().sum().item(), 1.0)
+        masked, shown = still, torch.where(commit, guess, clean)
+    logits = denoise_logits(model, tok, tables, v, clean, masked, block_size, shown)
     if near_halflife > 0:
         weight = 0.5 ** (masked_run_length(masked, block_size)[masked].float() / near_halflife)
         per_token = F.cross_entropy(logits[masked].float(), clean[masked], reduction="none")
@@ -207,4 +242,4 @@ def diffusion_loss(
         acc = (logits[masked].argmax(-1) == clean[masked]).float().mean()
     ctc = torch.zeros(()) if freeze_vision else ctc_loss(model, v, batch)
     return main + ctc_weight * ctc, {"ce": main.item(), "acc": acc.item(), "ctc": ctc.item(),
-                                     "masked": masked.float().mean().item()}
+                                     "masked": masked.float().mean().item(), "own": own}

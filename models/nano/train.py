@@ -66,6 +66,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="diffusion: weight a masked token's loss by 0.5**(masked tokens before it / this); 0 = plain mean")
     ap.add_argument("--freeze-vision", action="store_true",
                     help="diffusion: train the decoder only (vision encoder, CTC head and projector fixed; no CTC loss)")
+    ap.add_argument("--own-share", type=float, default=0.0,
+                    help="diffusion: share of rows trained on a state holding the model's own committed guesses")
+    ap.add_argument("--own-max", type=int, default=8, help="diffusion: at most this many own guesses per block")
     ap.add_argument("--block-sizes", default="8:0.2,16:0.3,32:0.5", help="diffusion block size mix")
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                     help="bf16 autocast (default: on where the CPU has AVX-512; on AVX2-only CPUs bf16 matmuls "
@@ -248,7 +251,8 @@ def main(argv=None) -> None:
                 bs = rng.choices(blocks, block_p)[0]
                 loss, parts = diffusion_loss(model, tok, tables, batch, bs, gen, args.ctc_weight,
                                               suffix_share=args.suffix_share, near_halflife=args.near_halflife,
-                                              freeze_vision=args.freeze_vision)
+                                              freeze_vision=args.freeze_vision, own_share=args.own_share,
+                                              own_max=args.own_max)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
