@@ -191,6 +191,23 @@ def test_other_strategies_commit_exactly_the_quota(strategy):
             assert committed == s.positions[:2]
 
 
+def test_frontier_fallback_commits_what_passes_else_the_leftmost():
+    trace = ours(FixedBackend(seed=4, n_rows=2), block_length=8, steps=8, strategy="frontier_fallback",
+                 threshold=0.9, temperature=0.0, max_new_tokens=32)
+    assert check_invariants(trace) == []
+    fallbacks = passing = 0
+    for s in trace.steps:
+        committed = [p for p, c in zip(s.positions, s.committed) if c]
+        high = [p for p, c in zip(s.positions, s.confidences) if c > 0.9]
+        if high:
+            assert committed == high
+            passing += 1
+        else:
+            assert committed == s.positions[:1]  # the quota of one, at the frontier
+            fallbacks += 1
+    assert fallbacks and passing
+
+
 def test_stop_token_truncates_and_ends_the_row():
     backend = FixedBackend(seed=9, n_rows=3, eos_at={0: 10, 2: 40})
     trace = ours(backend, block_length=8, steps=8, threshold=0.9, max_new_tokens=64)

@@ -85,3 +85,14 @@ def random_order(step: CommitInputs) -> torch.Tensor:
 def left_to_right(step: CommitInputs) -> torch.Tensor:
     pos = -torch.arange(step.masked.shape[-1], device=step.masked.device, dtype=torch.float32).expand(step.masked.shape)
     return top_by_score(torch.where(step.masked, pos, torch.full_like(pos, float("-inf"))), step.quota)
+
+
+@register_strategy("frontier_fallback",
+                   "every guess above the threshold, else the quota leftmost first (the release's, falling back at the frontier)")
+def frontier_fallback(step: CommitInputs) -> torch.Tensor:
+    """The release's rule with one change: when too few guesses pass, commit next to the text already
+    there instead of the most confident guess anywhere. A small model's far guesses sit at estimated
+    positions; committed early, they make the rest of the block misread (docs/nano-models.md)."""
+    high = (step.confidence > step.threshold) & step.masked
+    use_high = high.sum(-1) >= step.quota
+    return torch.where(use_high.unsqueeze(-1), high, left_to_right(step))

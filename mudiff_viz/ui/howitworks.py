@@ -60,7 +60,8 @@ LESSONS = [
         "Which masked positions to commit is a policy, separate from the model. `low_confidence_static` "
         "commits exactly the quota of most confident guesses; `random` picks positions at random (the "
         "original masked-diffusion recipe); `left_to_right` forces AR order with the same diffusion "
-        "model. The commit-order heatmap below the player shows the order each policy produced.",
+        "model; `frontier_fallback` keeps the release's threshold but, when nothing passes, commits "
+        "next to the text already there instead of the most confident guess anywhere. The commit-order heatmap below the player shows the order each policy produced.",
         "Try it: random order", {"strategy": "random", "steps": 16},
     ),
     Lesson(
