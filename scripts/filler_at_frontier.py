@@ -2,9 +2,9 @@
 
     python scripts/filler_at_frontier.py --pair runs/cand5 [--pages-per-font 4]
 
-A diagnostic, not a strategy: strategies see confidences, not guesses, so this script replaces
-``BlockScheduler.step`` for its own run with the release's rule plus one restriction: a guess of
-``<|endoftext|>`` may be committed only at the frontier (the first masked position of its block).
+A diagnostic, not one of the app's strategies: it registers, for its own run only, the release's
+rule plus one restriction: a guess of ``<|endoftext|>`` may be committed only at the frontier
+(the first masked position of its block). It reads the guesses the scheduler passes strategies.
 Compare its CER with ``python -m mudiff_viz.bench.evaluate --pair P --no-ar`` on the same pages
 (docs/nano-models.md, "Where the release sampler loses the text").
 """
@@ -20,28 +20,22 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mudiff_viz.bench import evaluate  # noqa: E402
-from mudiff_viz.decoding import scheduler  # noqa: E402
-from mudiff_viz.decoding.strategies import CommitInputs  # noqa: E402
+from mudiff_viz.decoding.strategies import CommitInputs, low_confidence_dynamic, register_strategy  # noqa: E402
+
+NAME = "filler_at_frontier"
 
 
-def filler_only_at_frontier(eos_id: int):
-    """A ``BlockScheduler.step`` that keeps ``eos_id`` guesses behind the frontier masked."""
+def register_filler_at_frontier(eos_id: int) -> None:
+    """Register NAME: ``low_confidence_dynamic`` over the masked positions minus ``eos_id`` guesses
+    behind the frontier."""
 
-    def step(self, logits, masked, step_index):
-        if step_index >= self.params.steps:
-            return self.force(logits, masked)
-        p = self.params
-        x0, conf, probs = scheduler.sample_tokens(logits, p.temperature, p.top_k, p.top_p, self.generator)
-        frontier = masked & (masked.long().cumsum(-1) == 1)
-        allowed = masked & ((x0 != eos_id) | frontier)  # never empty while a position is masked
-        quota = torch.full_like(masked[:, 0], self.quota[step_index], dtype=torch.long)
-        quota = torch.clamp(quota, max=allowed.sum(-1))
-        scores = torch.where(allowed, conf, torch.full_like(conf, float("-inf")))
-        chosen = self.select(CommitInputs(scores, allowed, quota, p.threshold, self.generator))
-        committed = chosen & allowed & (x0 != self.mask_id)
-        return scheduler.step_output(x0, conf, probs, committed, torch.zeros_like(masked))
-
-    return step
+    @register_strategy(NAME, "diagnostic: the release's rule, <|endoftext|> committed only at the frontier")
+    def filler_at_frontier(step: CommitInputs) -> torch.Tensor:
+        frontier = step.masked & (step.masked.long().cumsum(-1) == 1)
+        allowed = step.masked & ((step.guesses != eos_id) | frontier)  # never empty while a position is masked
+        scores = torch.where(allowed, step.confidence, torch.full_like(step.confidence, float("-inf")))
+        return low_confidence_dynamic(CommitInputs(scores, allowed, torch.clamp(step.quota, max=allowed.sum(-1)),
+                                                   step.threshold, step.generator, step.guesses)) & allowed
 
 
 def main() -> None:
@@ -59,8 +53,8 @@ def main() -> None:
     if not (spec / "tokenizer.json").is_file():
         sys.exit(f"error: no subword tokenizer for {args.pair!r} (looked in {spec})")
     torch.set_num_threads(args.threads)
-    scheduler.BlockScheduler.step = filler_only_at_frontier(SubwordTokenizer(spec / "tokenizer.json").eos_id)
-    evaluate.run(args.pair, evaluate.eval_pages(args.pages_per_font), thresholds=(0.95,), with_ar=False)
+    register_filler_at_frontier(SubwordTokenizer(spec / "tokenizer.json").eos_id)
+    evaluate.run(args.pair, evaluate.eval_pages(args.pages_per_font), thresholds=(0.95,), with_ar=False, strategy=NAME)
 
 
 if __name__ == "__main__":

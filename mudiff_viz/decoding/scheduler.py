@@ -71,7 +71,7 @@ class BlockScheduler:
             per_row = self.quota_table(masked.device)[step_index].expand(masked.shape[0])
         quota = torch.clamp(per_row, max=masked.sum(-1))
         scores = torch.where(masked, conf, torch.full_like(conf, float("-inf")))
-        chosen = self.select(CommitInputs(scores, masked, quota, p.threshold, self.generator))
+        chosen = self.select(CommitInputs(scores, masked, quota, p.threshold, self.generator, x0))
         committed = chosen & masked & (x0 != self.mask_id)  # a sampled MASK stays masked
         return step_output(x0, conf, probs, committed, torch.zeros_like(masked))
 

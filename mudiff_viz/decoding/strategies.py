@@ -27,6 +27,7 @@ class CommitInputs:
     quota: torch.Tensor  # (b,) positions to commit at least (already clamped to the masked count)
     threshold: float
     generator: torch.Generator | None
+    guesses: torch.Tensor | None = None  # (b, L) the token each position would commit (for diagnostics)
 
 
 Strategy = Callable[[CommitInputs], torch.Tensor]
@@ -63,11 +64,16 @@ def top_by_score(score: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
     return rank < count.unsqueeze(-1)
 
 
-@register_strategy("low_confidence_dynamic", "the release's: every guess above the threshold, at least the quota")
-def low_confidence_dynamic(step: CommitInputs) -> torch.Tensor:
+def passing_or(step: CommitInputs, fallback: torch.Tensor) -> torch.Tensor:
+    """Every masked guess above the threshold where at least the quota pass, else ``fallback``."""
     high = (step.confidence > step.threshold) & step.masked
     use_high = high.sum(-1) >= step.quota
-    return torch.where(use_high.unsqueeze(-1), high, top_by_score(step.confidence, step.quota))
+    return torch.where(use_high.unsqueeze(-1), high, fallback)
+
+
+@register_strategy("low_confidence_dynamic", "the release's: every guess above the threshold, at least the quota")
+def low_confidence_dynamic(step: CommitInputs) -> torch.Tensor:
+    return passing_or(step, top_by_score(step.confidence, step.quota))
 
 
 @register_strategy("low_confidence_static", "exactly the quota, most confident first")
@@ -93,6 +99,4 @@ def frontier_fallback(step: CommitInputs) -> torch.Tensor:
     """The release's rule with one change: when too few guesses pass, commit next to the text already
     there instead of the most confident guess anywhere. A small model's far guesses sit at estimated
     positions; committed early, they make the rest of the block misread (docs/nano-models.md)."""
-    high = (step.confidence > step.threshold) & step.masked
-    use_high = high.sum(-1) >= step.quota
-    return torch.where(use_high.unsqueeze(-1), high, left_to_right(step))
+    return passing_or(step, left_to_right(step))

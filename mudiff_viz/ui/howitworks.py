@@ -61,7 +61,8 @@ LESSONS = [
         "commits exactly the quota of most confident guesses; `random` picks positions at random (the "
         "original masked-diffusion recipe); `left_to_right` forces AR order with the same diffusion "
         "model; `frontier_fallback` keeps the release's threshold but, when nothing passes, commits "
-        "next to the text already there instead of the most confident guess anywhere. The commit-order heatmap below the player shows the order each policy produced.",
+        "next to the text already there instead of the most confident guess anywhere. The "
+        "commit-order heatmap below the player shows the order each policy produced.",
         "Try it: random order", {"strategy": "random", "steps": 16},
     ),
     Lesson(
