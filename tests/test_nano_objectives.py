@@ -206,3 +206,76 @@ def test_reach_measures_how_far_past_committed_text_the_diffusion_twin_reads():
         assert 0 < r.confidence <= 1
     assert reach.blocks == rows[0].tokens  # exactly one offset-0 text token per block with text left
     assert 0 <= reach.outranked_wrong <= reach.outranked <= 1
+
+
+def test_count_scales_multiply_a_blocks_logits_by_the_masked_tokens_before_each():
+    """scale_block_logits picks each token's scale by how many masked tokens precede it in its
+    block (the last scale serves larger counts); a model without count scales is unchanged."""
+    from models.nano.model import NanoConfig, NanoOCR
+
+    small = dict(d_model=32, n_layers=1, n_heads=2, mlp_hidden=64, enc_dim=32, enc_layers=1,
+                 conv_channels=(8, 8, 8, 8), vocab_size=16)
+    model = NanoOCR(NanoConfig(kind="diffusion", count_scales=4, **small))
+    with torch.no_grad():
+        model.count_scale.copy_(torch.tensor([2.0, 3.0, 4.0, 5.0]))
+    masked = torch.tensor([[True, False, True, True, True, True]])
+    out = model.scale_block_logits(torch.ones(1, 6, 16), masked)
+    assert out[0, :, 0].tolist() == [2.0, 3.0, 3.0, 4.0, 5.0, 5.0]
+    plain = NanoOCR(NanoConfig(kind="diffusion", **small))
+    logits = torch.randn(1, 6, 16)
+    assert torch.equal(plain.scale_block_logits(logits, masked), logits)
+    assert "count_scale" not in plain.state_dict()
+
+
+def test_calibration_keeps_the_function_and_recovers_known_temperatures():
+    """with_count_scales starts as the same function; fit_scales finds the scales that generated
+    the targets (tokens at count 0 drawn from softmax(2 l), at count 1 from softmax(l / 2))."""
+    import random
+
+    from models.nano.calibrate import fit_scales, with_count_scales
+    from models.nano.data import page_regions
+    from models.nano.model import CharTables, NanoConfig, NanoOCR
+    from models.nano.objectives import block_answers, denoise_logits, encode_batch
+
+    _, tok = tiny_subword_model()
+    torch.manual_seed(2)
+    model = NanoOCR(NanoConfig(kind="diffusion", d_model=64, n_layers=2, n_heads=2, mlp_hidden=128, enc_dim=64,
+                               enc_layers=1, conv_channels=(8, 16, 16, 16), vocab_size=tok.vocab_size)).eval()
+    scaled = with_count_scales(model, 8)
+    batch = page_regions(random.Random(4), "val", augment=False, dpi=120)[:2]
+    tables = CharTables.of(tok)
+    with torch.no_grad():
+        clean = block_answers(tok, batch, 8)
+        masked = draw_mask(clean != tok.pad_id, 8, torch.Generator().manual_seed(1), suffix_share=1.0)
+        a = denoise_logits(model, tok, tables, encode_batch(model, batch), clean, masked, 8)
+        b = denoise_logits(scaled, tok, tables, encode_batch(scaled, batch), clean, masked, 8)
+    assert torch.allclose(a, b, atol=1e-5)
+
+    gen = torch.Generator().manual_seed(0)
+    logits = 3 * torch.randn(20000, 12, generator=gen)
+    counts = torch.arange(20000) % 2
+    true_scale = torch.where(counts == 0, 2.0, 0.5)
+    targets = torch.multinomial((logits * true_scale[:, None]).softmax(-1), 1, generator=gen)[:, 0]
+    fitted = fit_scales(logits, targets, counts, 2)
+    assert abs(fitted[0].item() - 2.0) < 0.15 and abs(fitted[1].item() - 0.5) < 0.05
+
+
+def test_calibrate_cli_writes_a_twin_with_fitted_scales_and_refuses_an_ar_twin(tmp_path, capsys):
+    """python -m models.nano.calibrate on the shipped diffusion twin (one page): the written twin
+    loads with its scales; the AR twin is refused with a one-line error."""
+    import pytest
+
+    from models.nano.calibrate import main
+    from models.nano.weights import load_model
+    from models.registry import twin_dir
+
+    out = tmp_path / "calibrated"
+    main([str(twin_dir("nano-subword", "diffusion")), str(out), "--pages", "1", "--held-out-pages", "1",
+          "--scales", "8"])
+    model, _ = load_model(out)
+    assert model.cfg.count_scales == 8 and model.count_scale.shape == (8,)
+    assert not torch.allclose(model.count_scale, torch.ones(8))
+    assert "cross-entropy, training tokens" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as err:
+        main([str(twin_dir("nano-subword", "ar")), str(tmp_path / "x")])
+    assert err.value.code == 2 and "ar twin" in capsys.readouterr().err

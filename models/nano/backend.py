@@ -146,8 +146,10 @@ class NanoBackend(TokenizedBackend):
 
     # diffusion
     def block_logits(self, ctx: NanoContext, block: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        line, col, _, _ = self._walk(ctx, block, rows, block != self.mask_id)
-        return ctx.cache.forward(self.model, block, rows, answer_position(ctx.line_starts[rows], line, col), False, False)
+        masked = block == self.mask_id
+        line, col, _, _ = self._walk(ctx, block, rows, ~masked)
+        logits = ctx.cache.forward(self.model, block, rows, answer_position(ctx.line_starts[rows], line, col), False, False)
+        return self.model.scale_block_logits(logits, masked)
 
     def commit_block(self, ctx: NanoContext, block: torch.Tensor, rows: torch.Tensor) -> None:
         self._store(ctx, block, rows, causal=False)

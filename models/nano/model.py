@@ -54,6 +54,7 @@ class NanoConfig:
     max_answer: int = 512  # tokens per region the decoder is built for
     max_lines: int = 8  # lines per region
     chars_per_token: float = 3.5  # how far a still-masked token moves the reading position
+    count_scales: int = 0  # diffusion: learned logit scales by masked tokens before a token in its block (0 = none)
 
     @property
     def head_dim(self) -> int:
@@ -306,6 +307,8 @@ class NanoOCR(nn.Module):
         self.layers = nn.ModuleList(Block(cfg.d_model, cfg.n_heads, cfg.mlp_hidden) for _ in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.count_scales:
+            self.count_scale = nn.Parameter(torch.ones(cfg.count_scales))
         self.apply(self._init)
 
     @staticmethod
@@ -388,6 +391,22 @@ class NanoOCR(nn.Module):
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden)
+
+    def scale_block_logits(self, logits: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+        """A block's logits (R, L, V) times the learned scale for the number of masked tokens before
+        each token in its block (``masked`` (R, L), one block per row; the last scale serves any count
+        past it). Identity without ``count_scales``.
+
+        Why: the final RMSNorm bounds every position's logit norm alike, so the token right after
+        committed text (read almost always right) cannot be made surer than one ten tokens in (read
+        half the time). The release sampler ranks tokens by that confidence, so the bound decides
+        which token it commits when none passes the threshold. The scales are fit by cross-entropy
+        (``models/nano/calibrate.py``; docs/nano-models.md)."""
+        if not self.cfg.count_scales:
+            return logits
+        m = masked.long()
+        before = (m.cumsum(-1) - m).clamp(max=self.cfg.count_scales - 1)
+        return logits * self.count_scale.to(logits.dtype)[before][..., None]
 
     def prompt_embeddings(self, v: Visual, image_pad_id: int, bos_id: int) -> torch.Tensor:
         """[<|image_pad|> x P ; <|im_start|>] embedded, the placeholders replaced by the visual tokens."""

@@ -163,7 +163,8 @@ def denoise_logits(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, v:
     valid = torch.cat([v.vis_mask, torch.ones(b, 1, dtype=torch.bool), real, real], 1)
     positions = torch.cat([model.prompt_positions(v), clean_pos, noisy_pos], 1)
     hidden, _ = model.run_layers(x, positions, segment_mask(kind, block, valid))
-    return model.logits(hidden[:, p + 1 + n :])
+    logits = model.logits(hidden[:, p + 1 + n :])
+    return model.scale_block_logits(logits.view(b * nb, block_size, -1), masked.view(b * nb, block_size)).view(b, n, -1)
 
 
 def commit_own_guesses(logits: torch.Tensor, masked: torch.Tensor, block_size: int, commits: torch.Tensor):

@@ -41,6 +41,7 @@ class NanoConfig:
     # Visual tokens take their rotary positions from the CTC head's running character count, so
     # the glyph of character k and answer position k share a position (see NanoOCR.encode).
     ctc_positions: bool = True
+    count_scales: int = 0  # the subword model's learned logit scales (NanoOCR.scale_block_logits): none here
 
     @property
     def head_dim(self) -> int:
