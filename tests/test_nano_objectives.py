@@ -279,3 +279,95 @@ def test_calibrate_cli_writes_a_twin_with_fitted_scales_and_refuses_an_ar_twin(t
     with pytest.raises(SystemExit) as err:
         main([str(twin_dir("nano-subword", "ar")), str(tmp_path / "x")])
     assert err.value.code == 2 and "ar twin" in capsys.readouterr().err
+
+
+def test_masked_runs_count_per_row_and_only_at_masked_tokens():
+    from models.nano.model import masked_runs
+
+    m = torch.tensor([[1, 1, 0, 1, 1, 1, 0, 0, 1], [0, 0, 0, 0, 1, 1, 1, 1, 1]], dtype=torch.bool)
+    assert masked_runs(m).tolist() == [[0, 1, 0, 0, 1, 2, 0, 0, 0], [0, 0, 0, 0, 0, 1, 2, 3, 4]]
+
+
+def shifted_twin(tmp_path, shifts):
+    """A tiny random diffusion twin with per-head query shifts, saved as the backend loads it."""
+    from models.nano.weights import save_model
+    from models.registry import twin_dir
+
+    model, tok = tiny_subword_model()
+    model.cfg.query_shifts = shifts
+    save_model(model, tmp_path / "twin", twin_dir("nano-subword", "ar") / "tokenizer.json")
+    return tmp_path / "twin"
+
+
+def test_query_shifts_move_only_the_queries_of_masked_tokens_past_the_frontier(tmp_path):
+    """With all shifts zero the model is the same function as without; non-zero shifts change the
+    logits of masked tokens with a masked run > 0 and nothing else (committed text and the token
+    right after it look where they sit)."""
+    import random
+
+    from models.nano.data import page_regions
+    from models.nano.model import CharTables
+    from models.nano.objectives import block_answers, denoise_logits, encode_batch
+    from models.nano.weights import load_model
+
+    model, tok = load_model(shifted_twin(tmp_path, (0.0, 3.0)))
+    assert model.cfg.query_shifts == (0.0, 3.0)  # survives config.json
+    tables = CharTables.of(tok)
+    batch = page_regions(random.Random(6), "val", augment=False, dpi=120)[:2]
+    clean = block_answers(tok, batch, 8)
+    masked = draw_mask(clean != tok.pad_id, 8, torch.Generator().manual_seed(2), suffix_share=1.0)
+    with torch.no_grad():
+        v = encode_batch(model, batch)
+        shifted = denoise_logits(model, tok, tables, v, clean, masked, 8)
+        model.cfg.query_shifts = (0.0, 0.0)
+        zero = denoise_logits(model, tok, tables, v, clean, masked, 8)
+        model.cfg.query_shifts = ()
+        plain = denoise_logits(model, tok, tables, v, clean, masked, 8)
+    assert torch.allclose(zero, plain, atol=1e-5)
+    run = masked_run_length(masked, 8)
+    far = masked & (run > 0)
+    assert far.any() and (masked & (run == 0)).any()
+    moved = (shifted - plain).abs().amax(-1) > 1e-4
+    assert moved[far].all()
+    assert not moved[~far & (clean != tok.pad_id)].any()
+
+
+def test_the_backend_sees_a_block_as_training_does_with_query_shifts(tmp_path):
+    """The decoder's logits for a block being denoised are the same through the backend (prefill,
+    KV cache, positions walked from committed text, masked runs) as in the training forward: a
+    model trained with query shifts reads at inference what it was trained on."""
+    import random
+
+    from models.nano.backend import NanoBackend
+    from models.nano.data import RegionSample
+    from models.nano.model import CharTables
+    from models.nano.objectives import block_answers, denoise_logits, encode_batch
+    from mudiff_viz.inputs import synth
+
+    backend = NanoBackend(shifted_twin(tmp_path, (0.0, 3.0)))
+    tok = backend.tok
+    page = synth.random_page(random.Random(8), "val").render(120)
+    regions = backend.regions(page)[:3]
+    ctx = backend.encode(page, regions)
+    samples = [RegionSample([c.pixels for c in crops], r.gt_text.split("\n")) for crops, r in zip(ctx.crops, regions)]
+    clean = block_answers(tok, samples, 8)
+    masked = torch.zeros_like(clean, dtype=torch.bool)
+    masked[:, :8] = torch.tensor([False, True, True, False, True, True, True, True])
+    masked &= clean != tok.pad_id
+    with torch.inference_mode():
+        want = denoise_logits(backend.model, tok, CharTables.of(tok), encode_batch(backend.model, samples), clean, masked, 8)
+        block = torch.where(masked[:, :8], torch.full_like(clean[:, :8], tok.mask_id), clean[:, :8])
+        got = backend.block_logits(ctx, block, torch.arange(len(regions)))
+    assert torch.allclose(got, want[:, :8], atol=2e-4), (got - want[:, :8]).abs().max()
+
+
+def test_train_refuses_query_shifts_that_do_not_match_the_heads(tmp_path):
+    import pytest
+
+    from models.nano import train
+
+    twin = shifted_twin(tmp_path, ())
+    with pytest.raises(SystemExit) as err:
+        train.main(["--kind", "diffusion", "--init", str(twin), "--out", str(tmp_path / "run"), "--steps", "1",
+                    "--query-shifts", "0,1,2"])
+    assert "one value per head (2)" in str(err.value)

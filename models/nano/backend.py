@@ -20,7 +20,7 @@ import torch
 
 from models.base import Backend
 from models.nano.cache import BatchCache
-from models.nano.model import CharTables, NanoOCR, answer_position, count_m, walk
+from models.nano.model import CharTables, NanoOCR, answer_position, count_m, masked_runs, walk
 from models.nano.preprocess import LineCrop, collate, crop_line, ink_levels, reference_height, to_gray
 from models.nano.tokenizer import CharTokenizer, SubwordTokenizer
 from models.nano.weights import load_model
@@ -148,7 +148,8 @@ class NanoBackend(TokenizedBackend):
     def block_logits(self, ctx: NanoContext, block: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         masked = block == self.mask_id
         line, col, _, _ = self._walk(ctx, block, rows, ~masked)
-        logits = ctx.cache.forward(self.model, block, rows, answer_position(ctx.line_starts[rows], line, col), False, False)
+        logits = ctx.cache.forward(self.model, block, rows, answer_position(ctx.line_starts[rows], line, col), False, False,
+                                   masked_runs(masked))
         return self.model.scale_block_logits(logits, masked)
 
     def commit_block(self, ctx: NanoContext, block: torch.Tensor, rows: torch.Tensor) -> None:

@@ -53,9 +53,10 @@ class BatchCache:
         self.alive = list(rows)
 
     def forward(self, model, tokens: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor, store: bool,
-                causal: bool) -> torch.Tensor:
+                causal: bool, runs: torch.Tensor | None = None) -> torch.Tensor:
         """Logits of ``tokens`` (b, n) for the regions ``rows``, attending to their cache and to the
-        tokens themselves (causally or not); ``store`` keeps their keys/values."""
+        tokens themselves (causally or not); ``store`` keeps their keys/values. ``runs``: the
+        tokens' masked runs, for a model whose heads look past a masked token's start."""
         n, t, want = tokens.shape[1], self.length, rows.tolist()
         self._ensure(n)
         if store and want != self.alive:
@@ -72,7 +73,7 @@ class BatchCache:
         if causal:
             inner = torch.tril(inner)
         mask = torch.cat([key_mask[:, None, :].expand(-1, n, -1), inner.expand(len(want), -1, -1)], dim=2)
-        hidden, _ = model.run_layers(model.embed(tokens), positions, mask[:, None], bufs)
+        hidden, _ = model.run_layers(model.embed(tokens), positions, mask[:, None], bufs, runs)
         if store:  # the keys/values were written into slots t..t+n in place: make them count
             self.key_mask[:, t : t + n] = True
             self.length += n

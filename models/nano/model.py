@@ -55,6 +55,8 @@ class NanoConfig:
     max_lines: int = 8  # lines per region
     chars_per_token: float = 3.5  # how far a still-masked token moves the reading position
     count_scales: int = 0  # diffusion: learned logit scales by masked tokens before a token in its block (0 = none)
+    query_shifts: tuple[float, ...] = ()  # diffusion: per head, how far (characters per sqrt(masked run)) a
+    # masked token's query looks past its estimated start (empty = none); see NanoOCR.query_positions
 
     @property
     def head_dim(self) -> int:
@@ -63,12 +65,14 @@ class NanoConfig:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["conv_channels"] = list(self.conv_channels)
+        d["query_shifts"] = list(self.query_shifts)
         return d
 
     @staticmethod
     def from_dict(d: dict) -> "NanoConfig":
         d = dict(d)
         d["conv_channels"] = tuple(d.get("conv_channels", NanoConfig.conv_channels))
+        d["query_shifts"] = tuple(d.get("query_shifts", ()))
         return NanoConfig(**{k: v for k, v in d.items() if k in NanoConfig.__dataclass_fields__})
 
 
@@ -90,7 +94,8 @@ def rope_tables(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[t
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x: (B, H, T, D); cos/sin: (T, D/2) or per row (B, T, D/2). Rotate-half convention."""
+    """x: (B, H, T, D); cos/sin: (T, D/2), per row (B, T, D/2) or per row and head (B, H, T, D/2).
+    Rotate-half convention."""
     x1, x2 = x.chunk(2, dim=-1)
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     if cos.dim() == 3:
@@ -114,8 +119,12 @@ class Attention(nn.Module):
         sin: torch.Tensor,
         mask: torch.Tensor | None,
         past: tuple[torch.Tensor, torch.Tensor, int] | None = None,
+        q_rope: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Returns (output, k, v) where k, v are this input's keys/values (after RoPE), for caching.
+
+        ``q_rope``: cos/sin for the queries when they sit elsewhere than the keys (per head:
+        :meth:`NanoOCR.query_positions`); default the keys' tables.
 
         ``past`` = (k_buf, v_buf, t): cache buffers (B, H, capacity, D) holding t filled slots.
         This input's keys/values are written into slots t..t+T (no concatenation, no copy of the
@@ -125,7 +134,7 @@ class Attention(nn.Module):
         """
         b, n, _ = x.shape
         q, k, v = self.qkv(x).view(b, n, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        q = apply_rope(self.q_norm(q), cos, sin)
+        q = apply_rope(self.q_norm(q), *(q_rope or (cos, sin)))
         k = apply_rope(self.k_norm(k), cos, sin)
         if past is not None:
             k_buf, v_buf, t = past
@@ -157,8 +166,8 @@ class Block(nn.Module):
         self.mlp_norm = RMSNorm(dim)
         self.mlp = SwiGLU(dim, hidden)
 
-    def forward(self, x, cos, sin, mask, past=None):
-        a, k, v = self.attn(self.attn_norm(x), cos, sin, mask, past)
+    def forward(self, x, cos, sin, mask, past=None, q_rope=None):
+        a, k, v = self.attn(self.attn_norm(x), cos, sin, mask, past, q_rope)
         x = x + a
         return x + self.mlp(self.mlp_norm(x)), k, v
 
@@ -273,6 +282,17 @@ def walk(
     return line_before, col_before, line_after, col_after
 
 
+def masked_runs(masked: torch.Tensor) -> torch.Tensor:
+    """(B, L) rows of one block each: for every token, how many masked tokens sit between it and the
+    last unmasked token before it in its row (or the row's start), times whether it is masked
+    itself. 0 for the token right after committed text, 1 for the one after that, ..."""
+    idx = torch.arange(masked.shape[1], device=masked.device).expand_as(masked)
+    known_at = torch.where(masked, torch.full_like(idx, -1), idx)
+    last_known = torch.cummax(known_at, dim=1).values  # last unmasked position at or before each token
+    before = torch.cat([torch.full_like(last_known[:, :1], -1), last_known[:, :-1]], dim=1)
+    return (idx - 1 - before) * masked
+
+
 def answer_position(line_starts: torch.Tensor, line: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
     """Rotary position of an answer token whose reading position is (line, column): the line's
     start on the visual axis plus the column, minus one (the token sits on the character before).
@@ -380,12 +400,30 @@ class NanoOCR(nn.Module):
     def rope(self, positions: torch.Tensor):
         return rope_tables(positions, self.cfg.head_dim, self.cfg.rope_theta)
 
-    def run_layers(self, x, positions, mask, past=None):
-        """Decoder stack. past: per-layer (k_buf, v_buf, t) cache slots or None. Returns (hidden, [(k, v)...])."""
+    def query_positions(self, positions: torch.Tensor, runs: torch.Tensor) -> torch.Tensor | None:
+        """Per head, where each query looks: (B, H, T), or None without ``query_shifts``.
+
+        ``runs`` (B, T): for a masked token of a block being denoised, how many masked tokens sit
+        between it and the committed text before it (0 elsewhere, :func:`masked_runs`). Such a
+        token's start is known only to about 2.4 characters times sqrt(run) (the spread of the
+        subword lengths it counts at ``chars_per_token``), so head h looks ``query_shifts[h] *
+        sqrt(run)`` characters further: the heads hold several guesses of where its glyphs are,
+        and the layers above pick the one its neighbours' lengths support. The keys stay where they
+        are; the token right after committed text (run 0) and committed text look where they sit."""
+        if not self.cfg.query_shifts:
+            return None
+        shifts = torch.tensor(self.cfg.query_shifts, dtype=torch.float32, device=positions.device)
+        return positions.float()[:, None, :] + shifts[None, :, None] * runs.float().sqrt()[:, None, :]
+
+    def run_layers(self, x, positions, mask, past=None, runs=None):
+        """Decoder stack. past: per-layer (k_buf, v_buf, t) cache slots or None; runs: (B, T) masked
+        runs for :meth:`query_positions` (None: queries sit with their keys). Returns (hidden, [(k, v)...])."""
         cos, sin = self.rope(positions)
+        q_pos = None if runs is None else self.query_positions(positions, runs)
+        q_rope = None if q_pos is None else self.rope(q_pos)
         new_kv = []
         for i, layer in enumerate(self.layers):
-            x, k, v = layer(x, cos, sin, mask, None if past is None else past[i])
+            x, k, v = layer(x, cos, sin, mask, None if past is None else past[i], q_rope)
             new_kv.append((k, v))
         return self.norm(x), new_kv
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from models.nano.model import CharTables, NanoOCR, Visual, answer_position, walk
+from models.nano.model import CharTables, NanoOCR, Visual, answer_position, masked_runs, walk
 from models.nano.preprocess import collate
 from models.nano.tokenizer import CharTokenizer, SubwordTokenizer
 
@@ -111,17 +111,14 @@ def draw_mask(real: torch.Tensor, block_size: int, generator: torch.Generator, e
 
 
 def masked_run_length(masked: torch.Tensor, block_size: int) -> torch.Tensor:
-    """For each position, how many masked tokens sit between it and the last clean token (or block start)
-    before it in its block: 0 for the token right after committed text, 1 for the one after that, ...
+    """For each masked position, how many masked tokens sit between it and the last clean token (or
+    block start) before it in its block: 0 for the token right after committed text, 1 for the one
+    after that, ... (0 at clean positions; :func:`models.nano.model.masked_runs` per block).
 
     A block being decoded commits next to its clean context first, so this is how far ahead a
     masked token has to read."""
     b, n = masked.shape
-    m = masked.view(b, n // block_size, block_size).long()
-    run = torch.zeros_like(m)
-    for j in range(1, block_size):
-        run[..., j] = (run[..., j - 1] + 1) * m[..., j - 1]
-    return run.view(b, n)
+    return masked_runs(masked.reshape(b * n // block_size, block_size)).view(b, n)
 
 
 def block_answers(tok: SubwordTokenizer, batch, block_size: int) -> torch.Tensor:
@@ -162,7 +159,8 @@ def denoise_logits(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, v:
     block = torch.cat([torch.full((b, p + 1), -1), ans_block, ans_block], 1)
     valid = torch.cat([v.vis_mask, torch.ones(b, 1, dtype=torch.bool), real, real], 1)
     positions = torch.cat([model.prompt_positions(v), clean_pos, noisy_pos], 1)
-    hidden, _ = model.run_layers(x, positions, segment_mask(kind, block, valid))
+    runs = torch.cat([torch.zeros(b, p + 1 + n, dtype=torch.long), masked_run_length(masked, block_size)], 1)
+    hidden, _ = model.run_layers(x, positions, segment_mask(kind, block, valid), runs=runs)
     logits = model.logits(hidden[:, p + 1 + n :])
     return model.scale_block_logits(logits.view(b * nb, block_size, -1), masked.view(b * nb, block_size)).view(b, n, -1)
 

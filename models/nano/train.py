@@ -69,6 +69,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--own-share", type=float, default=0.0,
                     help="diffusion: share of rows trained on a state holding the model's own committed guesses")
     ap.add_argument("--own-max", type=int, default=8, help="diffusion: at most this many own guesses per block")
+    ap.add_argument("--query-shifts", type=lambda t: tuple(float(x) for x in t.split(",")), default=None,
+                    help="diffusion: per head, characters per sqrt(masked run) a masked token's query looks past its "
+                         "estimated start, e.g. 0,0,-2.4,-1.2,1.2,2.4 (NanoOCR.query_positions); one value per head")
     ap.add_argument("--block-sizes", default="8:0.2,16:0.3,32:0.5", help="diffusion block size mix")
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                     help="bf16 autocast (default: on where the CPU has AVX-512; on AVX2-only CPUs bf16 matmuls "
@@ -215,6 +218,10 @@ def main(argv=None) -> None:
         model.cfg.kind = args.kind
     else:
         raise SystemExit("error: give --init DIR, or --tokenizer FILE (with --init-char DIR to start from the character pair)")
+    if args.query_shifts is not None:
+        if len(args.query_shifts) != model.cfg.n_heads:
+            raise SystemExit(f"error: --query-shifts needs one value per head ({model.cfg.n_heads})")
+        model.cfg.query_shifts = args.query_shifts
     tables = CharTables.of(tok)
     model.train()
     if args.freeze_vision:
