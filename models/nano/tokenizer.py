@@ -114,8 +114,9 @@ def wrap_like_lines(text: str, rng: random.Random, every: float = 12.0) -> str:
     return "".join(out)
 
 
-def train_tokenizer(texts: list[str], vocab_size: int, seed: int = 0):
-    """Train the byte-level BPE on ``texts`` (the training split); returns a ``tokenizers.Tokenizer``."""
+def train_tokenizer(texts: list[str], vocab_size: int, seed: int = 0, max_token_length: int | None = None):
+    """Train the byte-level BPE on ``texts`` (the training split); returns a ``tokenizers.Tokenizer``.
+    ``max_token_length`` caps a token's length (none for the shipped pair; scripts/token_spread.py)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     rng = random.Random(seed)
@@ -127,6 +128,7 @@ def train_tokenizer(texts: list[str], vocab_size: int, seed: int = 0):
         special_tokens=list(SUBWORD_SPECIALS),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
+        **({"max_token_length": max_token_length} if max_token_length else {}),
     )
     tok.train_from_iterator([wrap_like_lines(t, rng) for t in texts], trainer)
     return tok
