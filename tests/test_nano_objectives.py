@@ -206,6 +206,14 @@ def test_reach_measures_how_far_past_committed_text_the_diffusion_twin_reads():
         assert 0 < r.confidence <= 1
     assert reach.blocks == rows[0].tokens  # exactly one offset-0 text token per block with text left
     assert 0 <= reach.outranked_wrong <= reach.outranked <= 1
+    # by start error: the token right after committed text knows exactly where it starts; further in,
+    # the buckets split every offset's tokens and the estimate is off by more than a character for most
+    by_error = {(e.offset, e.bucket): e for e in reach.by_start_error}
+    assert [k for k in by_error if k[0] == 0] == [(0, "<= 1")] and by_error[(0, "<= 1")].tokens == rows[0].tokens
+    for off in range(1, 7):
+        assert sum(e.tokens for (o, _), e in by_error.items() if o == off) == rows[off].tokens
+    assert by_error[(3, "> 2.5")].tokens > by_error[(3, "<= 1")].tokens
+    assert all(0 <= e.accuracy <= 1 for e in by_error.values())
 
 
 def test_count_scales_multiply_a_blocks_logits_by_the_masked_tokens_before_each():

@@ -131,15 +131,12 @@ def block_answers(tok: SubwordTokenizer, batch, block_size: int) -> torch.Tensor
     return pad_ids(answers, tok.pad_id)
 
 
-def denoise_logits(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, v: Visual, clean: torch.Tensor,
-                   masked: torch.Tensor, block_size: int, shown: torch.Tensor | None = None) -> torch.Tensor:
-    """One SDAR training forward over ``[prompt ; clean answer ; noisy answer]``: the logits (B, N, V)
-    at the noisy copy, whose ``masked`` tokens are <|MASK|>. Each noisy block starts where the clean
-    text before it ends and counts ``chars_per_token`` per masked token, as a block being denoised
-    does at inference. ``shown`` (B, N): the ids the noisy copy shows at unmasked positions (default
-    ``clean``; the model's own guesses with :func:`commit_own_guesses`)."""
-    b, p = v.vis_mask.shape
-    n = clean.shape[1]
+def answer_positions(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, v: Visual, clean: torch.Tensor,
+                     masked: torch.Tensor, block_size: int, shown: torch.Tensor | None = None):
+    """Rotary positions (B, N) of the clean answer copy and of the noisy copy, and the noisy ids.
+    Clean tokens sit on their last character; each noisy block starts where the clean text before it
+    ends and counts ``chars_per_token`` per masked token, as a block being denoised does at inference."""
+    b, n = clean.shape
     real = clean != tok.pad_id
     noisy = torch.where(masked, torch.full_like(clean, tok.mask_id), clean if shown is None else shown)
     c = model.cfg.chars_per_token
@@ -153,6 +150,28 @@ def denoise_logits(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, v:
         noisy.view(b * nb, block_size), (real & ~masked).view(b * nb, block_size), tables, c,
     )
     noisy_pos = answer_position(v.line_starts.repeat_interleave(nb, 0), nl_b, nc_b).view(b, n)
+    return clean_pos, noisy_pos, noisy
+
+
+def true_start_positions(tok: SubwordTokenizer, tables: CharTables, v: Visual, clean: torch.Tensor) -> torch.Tensor:
+    """(B, N) where each answer token would sit in a noisy block if every token before it were known:
+    what :func:`answer_positions` estimates for a masked token (for measuring, never a model input)."""
+    zero = torch.zeros(clean.shape[0])
+    line_b, col_b, _, _ = walk(zero, zero, clean, clean != tok.pad_id, tables, 0.0)
+    return answer_position(v.line_starts, line_b, col_b)
+
+
+def denoise_logits(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, v: Visual, clean: torch.Tensor,
+                   masked: torch.Tensor, block_size: int, shown: torch.Tensor | None = None) -> torch.Tensor:
+    """One SDAR training forward over ``[prompt ; clean answer ; noisy answer]``: the logits (B, N, V)
+    at the noisy copy, whose ``masked`` tokens are <|MASK|> (positions: :func:`answer_positions`).
+    ``shown`` (B, N): the ids the noisy copy shows at unmasked positions (default ``clean``; the
+    model's own guesses with :func:`commit_own_guesses`)."""
+    b, p = v.vis_mask.shape
+    n = clean.shape[1]
+    real = clean != tok.pad_id
+    clean_pos, noisy_pos, noisy = answer_positions(model, tok, tables, v, clean, masked, block_size, shown)
+    nb = n // block_size
     x = torch.cat([model.prompt_embeddings(v, tok.image_pad_id, tok.bos_id), model.embed(torch.cat([clean, noisy], 1))], 1)
     ans_block = (torch.arange(n) // block_size).expand(b, n)
     kind = torch.cat([torch.full((b, p + 1), PROMPT), torch.full((b, n), CLEAN), torch.full((b, n), NOISY)], 1)

@@ -22,7 +22,8 @@ import torch
 
 from models.nano.data import page_regions
 from models.nano.model import CharTables, NanoOCR
-from models.nano.objectives import block_answers, denoise_logits, draw_mask, encode_batch, masked_run_length
+from models.nano.objectives import (answer_positions, block_answers, denoise_logits, draw_mask, encode_batch,
+                                    masked_run_length, true_start_positions)
 from models.nano.tokenizer import SubwordTokenizer
 from models.nano.weights import load_model
 
@@ -37,12 +38,25 @@ class OffsetRow:
     passing_correct: float  # accuracy among those above the threshold (0 when none pass)
 
 
+# how far (characters) a masked token's estimated start is from its true start
+ERROR_BUCKETS = ((0.0, 1.0, "<= 1"), (1.0, 2.5, "1-2.5"), (2.5, float("inf"), "> 2.5"))
+
+
+@dataclass
+class ErrorRow:
+    offset: int
+    bucket: str  # one of ERROR_BUCKETS' labels
+    tokens: int
+    accuracy: float
+
+
 @dataclass
 class Reach:
     rows: list[OffsetRow]
     blocks: int  # blocks with a masked token at offset 0
     outranked: float  # share of them where a token further in is more confident than offset 0
     outranked_wrong: float  # ... and that token is wrong: the fallback's misreads
+    by_start_error: list[ErrorRow]  # accuracy by offset and by how far the estimated start is off
 
 
 @torch.no_grad()
@@ -52,6 +66,7 @@ def measure(model: NanoOCR, tok: SubwordTokenizer, samples, block_size: int = 32
     tables = CharTables.of(tok)
     gen = torch.Generator().manual_seed(seed)
     sums = {j: [0, 0, 0.0, 0, 0] for j in range(max_offset + 1)}
+    err_sums = {(j, label): [0, 0] for j in range(max_offset + 1) for _, _, label in ERROR_BUCKETS}
     blocks = outranked = outranked_wrong = 0
     for i in range(0, len(samples), batch_size):
         batch = samples[i : i + batch_size]
@@ -64,6 +79,14 @@ def measure(model: NanoOCR, tok: SubwordTokenizer, samples, block_size: int = 32
         run = masked_run_length(masked, block_size)
         text = masked & (clean != tok.eos_id)
         right = pred == clean
+        _, estimated, _ = answer_positions(model, tok, tables, v, clean, masked, block_size)
+        start_error = (true_start_positions(tok, tables, v, clean) - estimated).abs()
+        for lo, hi, label in ERROR_BUCKETS:
+            in_bucket = text & (start_error <= hi) & ((start_error > lo) | (lo == 0))
+            for j in range(max_offset + 1):
+                sel = in_bucket & (run == j)
+                err_sums[(j, label)][0] += int(sel.sum())
+                err_sums[(j, label)][1] += int(right[sel].sum())
         for j, s in sums.items():
             sel = text & (run == j)
             s[0] += int(sel.sum())
@@ -86,7 +109,8 @@ def measure(model: NanoOCR, tok: SubwordTokenizer, samples, block_size: int = 32
         outranked_wrong += int((beat & ~k.gather(1, best_idx[:, None])[:, 0]).sum())
     rows = [OffsetRow(j, s[0], s[1] / max(1, s[0]), s[2] / max(1, s[0]), s[3] / max(1, s[0]), s[4] / max(1, s[3]))
             for j, s in sums.items() if s[0]]
-    return Reach(rows, blocks, outranked / max(1, blocks), outranked_wrong / max(1, blocks))
+    by_error = [ErrorRow(j, label, s[0], s[1] / max(1, s[0])) for (j, label), s in err_sums.items() if s[0]]
+    return Reach(rows, blocks, outranked / max(1, blocks), outranked_wrong / max(1, blocks), by_error)
 
 
 def held_out_blocks(pages: int, seed: int = 777) -> list:
@@ -101,6 +125,12 @@ def format_reach(reach: Reach, threshold: float) -> str:
         lines.append(f"| {r.offset} | {r.tokens} | {r.accuracy:.3f} | {r.confidence:.3f} | {r.passing:.3f} | {r.passing_correct:.3f} |")
     lines.append(f"\n{reach.blocks} blocks; a token further in outranks offset 0 in {reach.outranked:.1%} of them "
                  f"(and is wrong in {reach.outranked_wrong:.1%})")
+    labels = [label for _, _, label in ERROR_BUCKETS]
+    lines += ["", "accuracy (tokens) by how far the estimated start is from the true one, in characters:", "",
+              "| offset | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    cells = {(e.offset, e.bucket): f"{e.accuracy:.3f} ({e.tokens})" for e in reach.by_start_error}
+    for off in sorted({e.offset for e in reach.by_start_error}):
+        lines.append(f"| {off} | " + " | ".join(cells.get((off, label), "-") for label in labels) + " |")
     return "\n".join(lines)
 
 
