@@ -56,7 +56,7 @@ class NanoConfig:
     chars_per_token: float = 3.5  # how far a still-masked token moves the reading position
     count_scales: int = 0  # diffusion: learned logit scales by masked tokens before a token in its block (0 = none)
     query_shifts: tuple[float, ...] = ()  # diffusion: per head, how far (characters per sqrt(masked run)) a
-    # masked token's query looks past its estimated start (empty = none); see NanoOCR.query_positions
+    # masked token's query looks past its estimated start (empty = none; measured, no gain: docs/nano-models.md)
 
     @property
     def head_dim(self) -> int:
