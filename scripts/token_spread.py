@@ -13,7 +13,6 @@ split as models/nano/tokenizer.py does (docs/nano-models.md, "Query-shift heads"
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 from pathlib import Path
 
@@ -53,5 +52,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    random.seed(0)
     main()
