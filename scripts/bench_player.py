@@ -70,14 +70,15 @@ def synthetic_trace(tmp: Path):
     import torch
 
     from models import registry
-    from models.nano_char.model import NanoConfig, NanoOCR
+    from models.nano.model import NanoConfig
+    from models.nano_char.model import NanoOCR
     from models.nano_char.weights import save_model
     from mudiff_viz.decoding.pipeline import decode_page, make_params
     from mudiff_viz.inputs.pages import load_page
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    cfg = NanoConfig(kind="diffusion", d_model=64, n_layers=1, n_heads=2, mlp_hidden=128, enc_dim=64, enc_layers=1,
+    cfg = NanoConfig.character(kind="diffusion", d_model=64, n_layers=1, n_heads=2, mlp_hidden=128, enc_dim=64, enc_layers=1,
                      conv_channels=(8, 16, 16, 16), max_answer=64)
     save_model(NanoOCR(cfg), tmp / "nano-diffusion")
     registry.NANO_DIR = tmp

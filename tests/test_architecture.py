@@ -24,7 +24,11 @@ ALLOWED = {
                          "mudiff_viz.probes", "mudiff_viz.bench"},
     "mudiff_viz.corpus": {"mudiff_viz.core", "mudiff_viz.inputs", "models", "mudiff_viz.decoding", "mudiff_viz.views",
                           "mudiff_viz.probes", "mudiff_viz.corpus"},
+    # training, evaluation and research tools of the embedded pairs: on top of the runtime, never under it
+    "nano_training": {"mudiff_viz.core", "mudiff_viz.inputs", "models", "mudiff_viz.decoding", "mudiff_viz.views",
+                      "mudiff_viz.probes", "mudiff_viz.bench", "nano_training"},
 }
+OURS = ("mudiff_viz", "models", "nano_training")
 TOP = {"mudiff_viz.ui", "mudiff_viz.cli", "mudiff_viz.workers", "mudiff_viz", "mudiff_viz.__main__"}  # entry points: anything below
 
 
@@ -44,11 +48,11 @@ def _imports(path: Path) -> set[str]:
             out.update(f"{node.module}.{a.name}" for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level:
             raise AssertionError(f"{path}: relative import (use absolute imports)")
-    return {m for m in out if m.split(".")[0] in ("mudiff_viz", "models")}
+    return {m for m in out if m.split(".")[0] in OURS}
 
 
 def _graph() -> dict[str, set[str]]:
-    files = [p for p in list((ROOT / "mudiff_viz").rglob("*.py")) + list((ROOT / "models").rglob("*.py"))]
+    files = [p for top in OURS for p in (ROOT / top).rglob("*.py")]
     modules = {_module(p): p for p in files}
     graph = {}
     for name, path in modules.items():
@@ -57,8 +61,8 @@ def _graph() -> dict[str, set[str]]:
 
 
 def _package(module: str) -> str:
-    if module.startswith("models"):
-        return "models"
+    if module.split(".")[0] in ("models", "nano_training"):
+        return module.split(".")[0]
     parts = module.split(".")
     return ".".join(parts[:2]) if len(parts) > 1 else module
 
@@ -93,6 +97,40 @@ def test_no_import_cycles():
         if node not in state:
             visit(node, [node])
     assert cycles == []
+
+
+def _unit(module: str) -> str:
+    """A module's package, one level finer than the layers: models.nano, models.nano_char, mudiff_viz.ui, nano_training."""
+    parts = module.split(".")
+    return parts[0] if parts[0] == "nano_training" or len(parts) == 1 else ".".join(parts[:2])
+
+
+def test_runtime_never_imports_the_training_package():
+    """The app, the CLI and the backends load shipped weights; training code stays out of them."""
+    bad = [f"{m} -> {d}" for m, deps in _graph().items() if not m.startswith("nano_training")
+           for d in deps if d.startswith("nano_training")]
+    assert bad == []
+
+
+def test_no_package_level_cycles():
+    """No two packages import each other, even through different modules (models.nano <-> models.nano_char was one)."""
+    edges: dict[str, set[str]] = {}
+    for module, deps in _graph().items():
+        edges.setdefault(_unit(module), set()).update(_unit(d) for d in deps if _unit(d) != _unit(module))
+    cycles = []
+
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), list(edges.get(start, ()))
+        while todo:
+            node = todo.pop()
+            if node not in seen:
+                seen.add(node)
+                todo.extend(edges.get(node, ()))
+        return seen
+
+    for unit in edges:
+        cycles += [f"{unit} <-> {other}" for other in edges[unit] if unit in reach(other)]
+    assert sorted(cycles) == []
 
 
 def test_a_new_strategy_is_one_registered_function():

@@ -90,7 +90,7 @@ def test_evaluate_runs_a_candidate_pair_from_a_path_prefix(tiny_models, tmp_path
     """``--pair P`` with directories P-ar and P-diffusion evaluates that pair, each decoder on its twin."""
     import shutil
 
-    from mudiff_viz.bench.evaluate import eval_pages, run, twin_spec
+    from nano_training.evaluate import eval_pages, run, twin_spec
 
     prefix = tmp_path / "cand"
     for kind in ("ar", "diffusion"):
@@ -109,7 +109,7 @@ def test_evaluate_runs_a_candidate_pair_from_a_path_prefix(tiny_models, tmp_path
 def test_evaluate_cli_writes_its_report_and_rejects_bad_thresholds(tiny_models, tmp_path):
     import shutil
 
-    from mudiff_viz.bench.evaluate import main
+    from nano_training.evaluate import main
 
     prefix = tmp_path / "cand"
     for kind in ("ar", "diffusion"):

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from models.registry import NANO_DIR, SHIPPED, family_installed
-from mudiff_viz.bench.evaluate import eval_pages
+from nano_training.evaluate import eval_pages
 from mudiff_viz.core.metrics import cer, first_step_share, mean_steps_per_block
 from mudiff_viz.core.trace import check_invariants
 from mudiff_viz.decoding.pipeline import decode_page
@@ -113,8 +113,9 @@ def test_tokenizer_round_trips_and_its_special_ids_are_the_backends():
 def test_training_smoke_loss_falls(tmp_path):
     """The subword pair's recipe on tiny sizes: a BPE trained on the training split, AR steps whose
     loss falls, a resumed run, then the diffusion objective from the AR weights."""
-    from models.nano import train
-    from models.nano.tokenizer import SubwordTokenizer, train_tokenizer
+    from nano_training import train
+    from models.nano.tokenizer import SubwordTokenizer
+    from nano_training.tokenizer import train_tokenizer
     from mudiff_viz.inputs import synth
 
     texts = [p for d in synth.documents("train")[:40] for p in d.paragraphs]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from models.nano.objectives import CLEAN, NOISY, PROMPT, draw_mask, masked_run_length, segment_mask
+from nano_training.objectives import CLEAN, NOISY, PROMPT, draw_mask, masked_run_length, segment_mask
 
 
 def test_segment_mask_follows_the_four_sdar_rules():
@@ -85,8 +85,8 @@ def tiny_subword_model():
 def test_near_weighting_and_a_frozen_vision_side():
     import random
 
-    from models.nano.data import page_regions
-    from models.nano.objectives import diffusion_loss
+    from nano_training.data import page_regions
+    from nano_training.objectives import diffusion_loss
     from models.nano.model import CharTables
 
     model, tok = tiny_subword_model()
@@ -109,7 +109,7 @@ def test_near_weighting_and_a_frozen_vision_side():
 
 
 def test_own_guesses_commit_the_most_confident_masked_tokens_and_leave_one_per_block():
-    from models.nano.objectives import commit_own_guesses
+    from nano_training.objectives import commit_own_guesses
 
     masked = torch.tensor([[False, True, True, True, True, False, True, True]])  # blocks of 4
     logits = torch.full((1, 8, 5), -5.0)
@@ -133,9 +133,9 @@ def test_own_guesses_commit_the_most_confident_masked_tokens_and_leave_one_per_b
 def test_a_share_of_rows_trains_on_its_own_committed_guesses():
     import random
 
-    from models.nano.data import page_regions
+    from nano_training.data import page_regions
     from models.nano.model import CharTables
-    from models.nano.objectives import diffusion_loss
+    from nano_training.objectives import diffusion_loss
 
     model, tok = tiny_subword_model()
     tables = CharTables.of(tok)
@@ -155,10 +155,10 @@ def test_a_grown_decoder_computes_the_same_function_and_then_trains_its_new_laye
 
     import pytest
 
-    from models.nano.data import page_regions
+    from nano_training.data import page_regions
     from models.nano.model import CharTables, NanoConfig, NanoOCR
-    from models.nano.objectives import diffusion_loss
-    from models.nano.train import grow_decoder
+    from nano_training.objectives import diffusion_loss
+    from nano_training.train import grow_decoder
 
     _, tok = tiny_subword_model()
     torch.manual_seed(1)
@@ -191,7 +191,7 @@ def test_a_grown_decoder_computes_the_same_function_and_then_trains_its_new_laye
 def test_reach_measures_how_far_past_committed_text_the_diffusion_twin_reads():
     """On held-out blocks, the token right after clean text is read best and the accuracy falls with
     the offset (positions further in are only estimated); the shares are well formed."""
-    from models.nano.reach import held_out_blocks, measure
+    from nano_training.reach import held_out_blocks, measure
     from models.nano.weights import load_model
     from models.registry import twin_dir
 
@@ -240,10 +240,10 @@ def test_calibration_keeps_the_function_and_recovers_known_temperatures():
     the targets (tokens at count 0 drawn from softmax(2 l), at count 1 from softmax(l / 2))."""
     import random
 
-    from models.nano.calibrate import fit_scales, with_count_scales
-    from models.nano.data import page_regions
+    from nano_training.calibrate import fit_scales, with_count_scales
+    from nano_training.data import page_regions
     from models.nano.model import CharTables, NanoConfig, NanoOCR
-    from models.nano.objectives import block_answers, denoise_logits, encode_batch
+    from nano_training.objectives import block_answers, denoise_logits, encode_batch
 
     _, tok = tiny_subword_model()
     torch.manual_seed(2)
@@ -269,11 +269,11 @@ def test_calibration_keeps_the_function_and_recovers_known_temperatures():
 
 
 def test_calibrate_cli_writes_a_twin_with_fitted_scales_and_refuses_an_ar_twin(tmp_path, capsys):
-    """python -m models.nano.calibrate on the shipped diffusion twin (one page): the written twin
+    """python -m nano_training.calibrate on the shipped diffusion twin (one page): the written twin
     loads with its scales; the AR twin is refused with a one-line error."""
     import pytest
 
-    from models.nano.calibrate import main
+    from nano_training.calibrate import main
     from models.nano.weights import load_model
     from models.registry import twin_dir
 
@@ -313,9 +313,9 @@ def test_query_shifts_move_only_the_queries_of_masked_tokens_past_the_frontier(t
     right after it look where they sit)."""
     import random
 
-    from models.nano.data import page_regions
+    from nano_training.data import page_regions
     from models.nano.model import CharTables
-    from models.nano.objectives import block_answers, denoise_logits, encode_batch
+    from nano_training.objectives import block_answers, denoise_logits, encode_batch
     from models.nano.weights import load_model
 
     model, tok = load_model(shifted_twin(tmp_path, (0.0, 3.0)))
@@ -347,9 +347,9 @@ def test_the_backend_sees_a_block_as_training_does_with_query_shifts(tmp_path):
     import random
 
     from models.nano.backend import NanoBackend
-    from models.nano.data import RegionSample
+    from nano_training.data import RegionSample
     from models.nano.model import CharTables
-    from models.nano.objectives import block_answers, denoise_logits, encode_batch
+    from nano_training.objectives import block_answers, denoise_logits, encode_batch
     from mudiff_viz.inputs import synth
 
     backend = NanoBackend(shifted_twin(tmp_path, (0.0, 3.0)))
@@ -372,7 +372,7 @@ def test_the_backend_sees_a_block_as_training_does_with_query_shifts(tmp_path):
 def test_train_refuses_query_shifts_that_do_not_match_the_heads(tmp_path):
     import pytest
 
-    from models.nano import train
+    from nano_training import train
 
     twin = shifted_twin(tmp_path, ())
     with pytest.raises(SystemExit) as err:

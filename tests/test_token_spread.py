@@ -1,24 +1,14 @@
-"""scripts/token_spread.py: the spread of a masked token's start, by tokenizer shape."""
+"""nano_training/token_spread.py: the spread of a masked token's start, by tokenizer shape."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "token_spread.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("token_spread", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from nano_training import token_spread
 
 
 def test_start_spread_is_zero_for_equal_tokens_and_grows_with_the_offset():
-    spread = load_script().start_spread
+    spread = token_spread.start_spread
     assert spread(np.full(50, 3.0), 2) == (0.0, 1.0)
     rng = np.random.default_rng(0)
     lengths = rng.integers(1, 8, 5000).astype(float)
@@ -29,7 +19,7 @@ def test_start_spread_is_zero_for_equal_tokens_and_grows_with_the_offset():
 
 
 def test_a_length_cap_shortens_every_token():
-    from models.nano.tokenizer import train_tokenizer
+    from nano_training.tokenizer import train_tokenizer
     from mudiff_viz.inputs import synth
 
     texts = [p for d in synth.documents("train")[:30] for p in d.paragraphs]

@@ -54,10 +54,11 @@ def tiny_twin(kind: str, out_dir: Path) -> Path:
 
     torch.manual_seed(0)
     if registry.SHIPPED["nano"] == "nano-char":
-        from models.nano_char.model import NanoConfig, NanoOCR
+        from models.nano.model import NanoConfig
+        from models.nano_char.model import NanoOCR
         from models.nano_char.weights import save_model
 
-        cfg = NanoConfig(kind=kind, d_model=64, n_layers=1, n_heads=2, mlp_hidden=128, enc_dim=64, enc_layers=1,
+        cfg = NanoConfig.character(kind=kind, d_model=64, n_layers=1, n_heads=2, mlp_hidden=128, enc_dim=64, enc_layers=1,
                          conv_channels=(8, 16, 16, 16), max_answer=24)
         save_model(NanoOCR(cfg), out_dir)
         return out_dir

@@ -57,6 +57,9 @@ class NanoConfig:
     count_scales: int = 0  # diffusion: learned logit scales by masked tokens before a token in its block (0 = none)
     query_shifts: tuple[float, ...] = ()  # diffusion: per head, how far (characters per sqrt(masked run)) a
     # masked token's query looks past its estimated start (empty = none; measured, no gain: docs/nano-models.md)
+    # The character pair (models/nano_char): visual tokens take their rotary positions from the CTC head's
+    # running character count, so the glyph of character k and answer position k share a position.
+    ctc_positions: bool = False
 
     @property
     def head_dim(self) -> int:
@@ -70,10 +73,19 @@ class NanoConfig:
 
     @staticmethod
     def from_dict(d: dict) -> "NanoConfig":
+        """From a ``config.json``; keys a config lacks take the defaults (older character-pair configs
+        without ``ctc_positions`` used plain positions), unknown keys are ignored."""
         d = dict(d)
         d["conv_channels"] = tuple(d.get("conv_channels", NanoConfig.conv_channels))
         d["query_shifts"] = tuple(d.get("query_shifts", ()))
         return NanoConfig(**{k: v for k, v in d.items() if k in NanoConfig.__dataclass_fields__})
+
+    @staticmethod
+    def character(**overrides) -> "NanoConfig":
+        """The character pair's shape: one line per row, 100 character ids (the CTC alphabet too),
+        four decoder layers, CTC-count positions."""
+        base = dict(n_layers=4, vocab_size=100, ctc_vocab_size=100, max_answer=320, ctc_positions=True)
+        return NanoConfig(**{**base, **overrides})
 
 
 class RMSNorm(nn.Module):
@@ -439,7 +451,7 @@ class NanoOCR(nn.Module):
         committed text (read almost always right) cannot be made surer than one ten tokens in (read
         half the time). The release sampler ranks tokens by that confidence, so the bound decides
         which token it commits when none passes the threshold. The scales are fit by cross-entropy
-        (``models/nano/calibrate.py``; docs/nano-models.md)."""
+        (``nano_training/calibrate.py``; docs/nano-models.md)."""
         if not self.cfg.count_scales:
             return logits
         m = masked.long()

@@ -32,19 +32,29 @@ def save_model(model: NanoOCR, out_dir: Path, tokenizer: Path, dtype: torch.dtyp
         shutil.copyfile(tokenizer, out_dir / "tokenizer.json")
 
 
-def load_model(model_dir: Path, dtype: torch.dtype = torch.float32) -> tuple[NanoOCR, SubwordTokenizer]:
-    """Build the model from ``config.json``, load ``model.safetensors`` strictly, and its tokenizer."""
+def read_config(model_dir: Path, needs: tuple[str, ...] = ()) -> NanoConfig:
+    """``config.json`` of a nano model directory that also holds ``model.safetensors`` and ``needs``."""
     model_dir = Path(model_dir)
-    paths = [model_dir / n for n in ("config.json", "model.safetensors", "tokenizer.json")]
-    if not all(p.is_file() for p in paths):
-        raise ModelLoadError(f"{model_dir} is not a nano model (needs config.json, model.safetensors, tokenizer.json)")
-    cfg = NanoConfig.from_dict(json.loads(paths[0].read_text()))
-    tok = SubwordTokenizer(paths[2])
-    if tok.vocab_size != cfg.vocab_size:
-        raise ModelLoadError(f"{paths[2]} has {tok.vocab_size} ids; the model expects {cfg.vocab_size}")
-    model = NanoOCR(cfg)
-    state = load_file(str(paths[1]))
+    names = ("config.json", "model.safetensors", *needs)
+    if not all((model_dir / n).is_file() for n in names):
+        raise ModelLoadError(f"{model_dir} is not a nano model (needs {', '.join(names)})")
+    return NanoConfig.from_dict(json.loads((model_dir / "config.json").read_text()))
+
+
+def load_weights(model: torch.nn.Module, model_dir: Path, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    """Load ``model.safetensors`` into ``model`` strictly (a missing or extra key is an error)."""
+    path = Path(model_dir) / "model.safetensors"
+    state = load_file(str(path))
     missing, unexpected = model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
     if missing or unexpected:
-        raise ModelLoadError(f"{paths[1]}: missing keys {sorted(missing)[:5]}, unexpected keys {sorted(unexpected)[:5]}")
-    return model.to(dtype).eval(), tok
+        raise ModelLoadError(f"{path}: missing keys {sorted(missing)[:5]}, unexpected keys {sorted(unexpected)[:5]}")
+    return model.to(dtype).eval()
+
+
+def load_model(model_dir: Path, dtype: torch.dtype = torch.float32) -> tuple[NanoOCR, SubwordTokenizer]:
+    """Build the model from ``config.json``, load ``model.safetensors`` strictly, and its tokenizer."""
+    cfg = read_config(model_dir, needs=("tokenizer.json",))
+    tok = SubwordTokenizer(Path(model_dir) / "tokenizer.json")
+    if tok.vocab_size != cfg.vocab_size:
+        raise ModelLoadError(f"{Path(model_dir) / 'tokenizer.json'} has {tok.vocab_size} ids; the model expects {cfg.vocab_size}")
+    return load_weights(NanoOCR(cfg), model_dir, dtype), tok

@@ -8,7 +8,8 @@ line, with character tokens; its building blocks are the subword pair's (models/
       -> decoder over [visual tokens ; <bos> ; answer]                    = SDAR-style decoder
          (RMSNorm, QK-norm, RoPE, SwiGLU, no biases; the caller passes the attention mask)
 
-The same weights serve two twins that differ only in the attention mask and the loss: the AR twin
+Its config is the subword pair's :class:`NanoConfig` (``NanoConfig.character()`` gives this pair's
+shape). The same weights serve two twins that differ only in the attention mask and the loss: the AR twin
 is causal over the answer; the diffusion twin is block-causal with bidirectional blocks. Visual
 tokens are left-padded so every row's answer starts at the same position (RoPE is relative, so the
 padding only needs masking).
@@ -16,52 +17,12 @@ padding only needs masking).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 
 from models.nano.model import NanoOCR as SubwordNanoOCR
 from models.nano.model import ctc_frame_positions
-
-
-@dataclass
-class NanoConfig:
-    kind: str = "ar"  # "ar" | "diffusion": which twin these weights are
-    image_height: int = 32
-    conv_channels: tuple[int, ...] = (32, 64, 96, 128)
-    enc_dim: int = 192
-    enc_layers: int = 2
-    d_model: int = 192
-    n_layers: int = 4
-    n_heads: int = 6
-    mlp_hidden: int = 512
-    vocab_size: int = 100
-    rope_theta: float = 10000.0
-    max_answer: int = 320  # longest answer the decoder is built for (characters of one line)
-    # Visual tokens take their rotary positions from the CTC head's running character count, so
-    # the glyph of character k and answer position k share a position (see NanoOCR.encode).
-    ctc_positions: bool = True
-    count_scales: int = 0  # the subword model's learned logit scales (NanoOCR.scale_block_logits): none here
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
-
-    @property
-    def ctc_vocab_size(self) -> int:  # the CTC head reads the same characters the decoder writes
-        return self.vocab_size
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["conv_channels"] = list(self.conv_channels)
-        return d
-
-    @staticmethod
-    def from_dict(d: dict) -> "NanoConfig":
-        d = dict(d)
-        d["conv_channels"] = tuple(d.get("conv_channels", NanoConfig.conv_channels))
-        d.setdefault("ctc_positions", False)  # configs written before the option used plain positions
-        return NanoConfig(**{k: v for k, v in d.items() if k in NanoConfig.__dataclass_fields__})
 
 
 class NanoOCR(SubwordNanoOCR):

@@ -31,7 +31,7 @@ def missing_twins(family: str = "nano") -> list[str]:
 def missing_message(decoder: str, family: str = "nano") -> str:
     return (
         f"The embedded {family} {decoder} weights are not installed ({registry.twin_dir(family, decoder)} is missing). "
-        "Train them with python -m models.nano.train (see README), point MUDIFF_MODELS at a checkpoint "
+        "Train them with python -m nano_training.train (see README), point MUDIFF_MODELS at a checkpoint "
         "directory, or replay a saved trace in the Trace viewer tab."
     )
 

@@ -1,9 +1,9 @@
 """Train a nano OCR twin (subword pair) on synthetic pages, on a CPU.
 
-    python -m models.nano.tokenizer --out runs/tokenizer.json
-    python -m models.nano.train --kind ar --init-char assets/models/nano-char-ar \\
+    python -m nano_training.tokenizer --out runs/tokenizer.json
+    python -m nano_training.train --kind ar --init-char assets/models/nano-char-ar \\
         --tokenizer runs/tokenizer.json --out runs/nano-ar --steps 4000
-    python -m models.nano.train --kind diffusion --init runs/nano-ar --out runs/nano-diffusion --steps 4000
+    python -m nano_training.train --kind diffusion --init runs/nano-ar --out runs/nano-diffusion --steps 4000
 
 Recipe (docs/nano-models.md): the AR twin first, started from the character pair's AR twin (its
 vision encoder, CTC head, projector and decoder layers; the subword embeddings start as the mean
@@ -25,18 +25,18 @@ import numpy as np
 import torch
 from rapidfuzz.distance import Levenshtein
 
-from models.nano.data import RegionPool, page_regions
+from nano_training.data import RegionPool, page_regions
 from models.nano.model import CharTables, NanoConfig, NanoOCR, count_m
-from models.nano.objectives import CHARS, ar_loss, diffusion_loss, encode_batch
+from nano_training.objectives import CHARS, ar_loss, diffusion_loss, encode_batch
 from models.nano.tokenizer import SubwordTokenizer
-from models.nano.training import Logger, load_checkpoint, lr_at, parse_mix, rng_from_list, rng_to_list, save_checkpoint
+from nano_training.checkpoints import Logger, load_checkpoint, lr_at, parse_mix, rng_from_list, rng_to_list, save_checkpoint
 from models.nano.weights import load_model, save_model
 from models.nano_char.weights import load_model as load_char
 from mudiff_viz.inputs import synth
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m models.nano.train", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m nano_training.train", description=__doc__.split("\n\n")[0])
     ap.add_argument("--kind", choices=["ar", "diffusion"], required=True)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--steps", type=int, default=4000)

@@ -1,21 +1,18 @@
 """Copy a trained nano twin into assets/models as the app ships it: fp16 safetensors, config.json
 and tokenizer.json, nothing else (no optimiser state, no logs).
 
-    python scripts/export_nano.py runs/nano-ar assets/models/nano-subword-ar
-    python scripts/export_nano.py runs/nano-diffusion-sfx assets/models/nano-subword-diffusion
+    python -m nano_training.export runs/nano-ar assets/models/nano-subword-ar
+    python -m nano_training.export runs/nano-diffusion-sfx assets/models/nano-subword-diffusion
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from models.nano.weights import load_model, save_model  # noqa: E402
+from models.nano.weights import load_model, save_model
 
 
 def main(argv: list[str] | None = None) -> None:

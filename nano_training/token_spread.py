@@ -1,6 +1,6 @@
 """How well a masked token's start is known, for byte-level BPE tokenizers of several shapes.
 
-    python scripts/token_spread.py
+    python -m nano_training.token_spread
 
 The diffusion twin places a masked token where the committed text before it ends plus
 ``chars_per_token`` for each masked token between (models/nano/model.py, ``walk``). How far the
@@ -13,15 +13,12 @@ split as models/nano/tokenizer.py does (docs/nano-models.md, "Query-shift heads"
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from models.nano.tokenizer import train_tokenizer  # noqa: E402
-from mudiff_viz.inputs import synth  # noqa: E402
+from nano_training.tokenizer import train_tokenizer
+from mudiff_viz.inputs import synth
 
 SHAPES = ((2048, None), (1024, None), (4096, None), (2048, 4), (2048, 3))
 

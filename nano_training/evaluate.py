@@ -1,8 +1,8 @@
 """Evaluate an embedded pair on held-out synthetic pages (text never used in training).
 
-    python -m mudiff_viz.bench.evaluate --pair nano-subword --out docs/nano-subword-eval.json
-    python -m mudiff_viz.bench.evaluate --pair nano-char --out docs/nano-char-eval.json
-    python -m mudiff_viz.bench.evaluate --pair nano-subword --no-ar --strategy left_to_right --out ltr.json
+    python -m nano_training.evaluate --pair nano-subword --out docs/nano-subword-eval.json
+    python -m nano_training.evaluate --pair nano-char --out docs/nano-char-eval.json
+    python -m nano_training.evaluate --pair nano-subword --no-ar --strategy left_to_right --out ltr.json
 
 ``--strategy left_to_right`` reads the diffusion twin one token per step at the frontier: how well
 the same weights read when the sampler never commits a token further into a block.
@@ -111,7 +111,7 @@ def per_font_settings(settings: list[str]) -> list[str]:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m mudiff_viz.bench.evaluate", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m nano_training.evaluate", description=__doc__.split("\n\n")[0])
     ap.add_argument("--pair", default="nano", help="nano, nano-char, nano-subword, or a path prefix P of two directories P-ar and P-diffusion")
     ap.add_argument("--pages-per-font", type=int, default=4)
     ap.add_argument("--thresholds", default=",".join(str(t) for t in THRESHOLDS))

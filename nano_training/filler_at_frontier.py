@@ -1,11 +1,11 @@
 """How much of a diffusion twin's page CER is the end-of-text filler committed ahead of the text.
 
-    python scripts/filler_at_frontier.py --pair runs/cand5 [--pages-per-font 4]
+    python -m nano_training.filler_at_frontier --pair runs/cand5 [--pages-per-font 4]
 
 A diagnostic, not one of the app's strategies: it registers, for its own run only, the release's
 rule plus one restriction: a guess of ``<|endoftext|>`` may be committed only at the frontier
 (the first masked position of its block). It reads the guesses the scheduler passes strategies.
-Compare its CER with ``python -m mudiff_viz.bench.evaluate --pair P --no-ar`` on the same pages
+Compare its CER with ``python -m nano_training.evaluate --pair P --no-ar`` on the same pages
 (docs/nano-models.md, "Where the release sampler loses the text").
 """
 
@@ -17,10 +17,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from mudiff_viz.bench import evaluate  # noqa: E402
-from mudiff_viz.decoding.strategies import CommitInputs, low_confidence_dynamic, register_strategy  # noqa: E402
+from nano_training import evaluate
+from mudiff_viz.decoding.strategies import CommitInputs, low_confidence_dynamic, register_strategy
 
 NAME = "filler_at_frontier"
 

@@ -1,12 +1,12 @@
 """Loss curves of the nano training runs -> docs/figures/nano-training.png (plotly + kaleido).
 
-    python scripts/plot_training.py [--out PNG] RUN.jsonl:OFFSET ...
+    python -m nano_training.plot_training [--out PNG] RUN.jsonl:OFFSET ...
 
 The character pair's figure (the default --out):
-    python scripts/plot_training.py docs/training/ar-run1-plain-positions.jsonl:0 \
+    python -m nano_training.plot_training docs/training/ar-run1-plain-positions.jsonl:0 \
         docs/training/ar-run2-ctc-positions.jsonl:1000 docs/training/diffusion.jsonl:1500
 The subword pair's:
-    python scripts/plot_training.py --out docs/figures/nano-subword-training.png docs/training/subword-ar.jsonl:0 \
+    python -m nano_training.plot_training --out docs/figures/nano-subword-training.png docs/training/subword-ar.jsonl:0 \
         docs/training/subword-diffusion-uniform.jsonl:3000 docs/training/subword-diffusion-suffix.jsonl:4400
 
 OFFSET places a run on one step axis by its lineage: the second AR run started from the first

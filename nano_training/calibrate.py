@@ -1,6 +1,6 @@
 """Fit a diffusion twin's per-count logit scales by cross-entropy, every other weight fixed.
 
-    python -m models.nano.calibrate assets/models/nano-subword-diffusion runs/calibrated --pages 24
+    python -m nano_training.calibrate assets/models/nano-subword-diffusion runs/calibrated --pages 24
 
 Each masked token's logits are multiplied by a learned scale chosen by how many masked tokens sit
 before it in its block (``NanoOCR.scale_block_logits``). The fit uses training-split pages only,
@@ -19,10 +19,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from models.nano.data import page_regions
+from nano_training.data import page_regions
 from models.nano.model import CharTables, NanoConfig, NanoOCR
-from models.nano.objectives import block_answers, denoise_logits, draw_mask, encode_batch
-from models.nano.reach import format_reach, held_out_blocks, measure
+from nano_training.objectives import block_answers, denoise_logits, draw_mask, encode_batch
+from nano_training.reach import format_reach, held_out_blocks, measure
 from models.nano.tokenizer import SubwordTokenizer
 from models.nano.weights import load_model, save_model
 
@@ -86,7 +86,7 @@ def cross_entropy(logits, targets, counts, scales: torch.Tensor) -> float:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m models.nano.calibrate", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m nano_training.calibrate", description=__doc__.split("\n\n")[0])
     ap.add_argument("model_dir", type=Path, help="a diffusion twin (config.json, model.safetensors, tokenizer.json)")
     ap.add_argument("out_dir", type=Path)
     ap.add_argument("--pages", type=int, default=24, help="training-split pages to fit on")

@@ -1,6 +1,6 @@
 """How far past committed text a diffusion twin reads.
 
-    python -m models.nano.reach assets/models/nano-subword-diffusion --pages 3
+    python -m nano_training.reach assets/models/nano-subword-diffusion --pages 3
 
 Tokens per forward at a threshold is decided by how many masked tokens next to committed text pass
 it in one forward; the sampler's fallback (commit the single most confident token when none
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
-from models.nano.data import page_regions
+from nano_training.data import page_regions
 from models.nano.model import CharTables, NanoOCR
-from models.nano.objectives import (answer_positions, block_answers, denoise_logits, draw_mask, encode_batch,
+from nano_training.objectives import (answer_positions, block_answers, denoise_logits, draw_mask, encode_batch,
                                     masked_run_length, true_start_positions)
 from models.nano.tokenizer import SubwordTokenizer
 from models.nano.weights import load_model
@@ -135,7 +135,7 @@ def format_reach(reach: Reach, threshold: float) -> str:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m models.nano.reach", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m nano_training.reach", description=__doc__.split("\n\n")[0])
     ap.add_argument("model_dir", type=Path)
     ap.add_argument("--pages", type=int, default=3)
     ap.add_argument("--block-length", type=int, default=32)
