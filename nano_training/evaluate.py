@@ -20,6 +20,7 @@ import json
 import random
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -63,16 +64,17 @@ def twin_spec(pair: str, decoder: str) -> str:
     return str(candidate) if candidate.is_dir() else pair
 
 
-def run(pair: str, pages, thresholds=THRESHOLDS, block_length: int = 32, log=print,
-        strategy: str = "low_confidence_dynamic", with_ar: bool = True) -> list[dict]:
-    """One row per (page, setting). A setting is ``ar`` or ``diffusion@THRESHOLD``, with the strategy
-    appended when it is not the release's default (``diffusion@0.95/left_to_right``)."""
+def run(pair: str, pages, thresholds=THRESHOLDS, params: DecodeParams | None = None, log=print,
+        with_ar: bool = True) -> list[dict]:
+    """One row per (page, setting). A setting is ``ar`` or ``diffusion@THRESHOLD`` (each threshold
+    replacing ``params.threshold``), with the strategy appended when it is not the release's default
+    (``diffusion@0.95/left_to_right``). ``params``: the other decode settings (default: the release's)."""
     rows = []
-    suffix = "" if strategy == "low_confidence_dynamic" else f"/{strategy}"
+    base = params or DecodeParams()
+    suffix = "" if base.strategy == "low_confidence_dynamic" else f"/{base.strategy}"
     for decoder, thr in ([("ar", None)] if with_ar else []) + [("diffusion", t) for t in thresholds]:
         setting = "ar" if decoder == "ar" else f"diffusion@{thr}{suffix}"
-        params = DecodeParams(block_length=block_length, steps=block_length, threshold=thr or 0.95, max_new_tokens=1024,
-                              strategy=strategy)
+        params = base if thr is None else replace(base, threshold=thr)
         for label, page in pages:
             t0 = time.perf_counter()
             trace = decode_page(page, model=twin_spec(pair, decoder), decoder=decoder, params=params)
@@ -127,16 +129,15 @@ def main(argv=None) -> None:
         thresholds = tuple(float(x) for x in args.thresholds.split(","))
     except ValueError:
         ap.error(f"--thresholds: comma-separated numbers, got {args.thresholds!r}")
-    rows = run(args.pair, eval_pages(args.pages_per_font), thresholds, args.block_length,
-               strategy=args.strategy, with_ar=args.with_ar)
+    params = DecodeParams(block_length=args.block_length, steps=args.block_length, strategy=args.strategy)
+    rows = run(args.pair, eval_pages(args.pages_per_font), thresholds, params, with_ar=args.with_ar)
     settings = list(dict.fromkeys(r["setting"] for r in rows))
     report = {
         "pair": args.pair,
         "all": {s: summarize(rows, s) for s in settings},
         "per_font": {f: {s: summarize(rows, s, f) for s in per_font_settings(settings)} for f in synth.FONTS},
         "setup": {"dpi": 150, "pages_per_font": args.pages_per_font, "threads": args.threads,
-                  "block_length": args.block_length, "steps": args.block_length, "temperature": 0.0,
-                  "strategy": args.strategy},
+                  **{k: v for k, v in params.knobs().items() if k != "threshold"}},
         "rows": rows,
     }
     args.out.write_text(json.dumps(report, indent=2) + "\n")

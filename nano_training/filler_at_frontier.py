@@ -17,8 +17,9 @@ from pathlib import Path
 
 import torch
 
-from nano_training import evaluate
+from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.decoding.strategies import CommitInputs, low_confidence_dynamic, register_strategy
+from nano_training import evaluate
 
 NAME = "filler_at_frontier"
 
@@ -52,7 +53,8 @@ def main() -> None:
         sys.exit(f"error: no subword tokenizer for {args.pair!r} (looked in {spec})")
     torch.set_num_threads(args.threads)
     register_filler_at_frontier(SubwordTokenizer(spec / "tokenizer.json").eos_id)
-    evaluate.run(args.pair, evaluate.eval_pages(args.pages_per_font), thresholds=(0.95,), with_ar=False, strategy=NAME)
+    evaluate.run(args.pair, evaluate.eval_pages(args.pages_per_font), thresholds=(0.95,), with_ar=False,
+                 params=DecodeParams(strategy=NAME))
 
 
 if __name__ == "__main__":

@@ -90,6 +90,7 @@ def test_evaluate_runs_a_candidate_pair_from_a_path_prefix(tiny_models, tmp_path
     """``--pair P`` with directories P-ar and P-diffusion evaluates that pair, each decoder on its twin."""
     import shutil
 
+    from mudiff_viz.decoding.settings import DecodeParams
     from nano_training.evaluate import eval_pages, run, twin_spec
 
     prefix = tmp_path / "cand"
@@ -101,7 +102,7 @@ def test_evaluate_runs_a_candidate_pair_from_a_path_prefix(tiny_models, tmp_path
     assert all(r["nfe"] > 0 and r["chars"] > 0 for r in rows)
     # the frontier-only reading of the same weights: one token per forward, the AR twin skipped
     ltr = run(str(prefix), eval_pages(1, fonts=("courier",)), thresholds=(0.95,), log=lambda _: None,
-              strategy="left_to_right", with_ar=False)
+              params=DecodeParams(strategy="left_to_right"), with_ar=False)
     assert [r["setting"] for r in ltr] == ["diffusion@0.95/left_to_right"]
     assert 0 < ltr[0]["tokens"] <= ltr[0]["nfe"]  # one token per denoising step, at most
 

@@ -859,6 +859,31 @@ def test_fused_loop_equals_eager_on_the_tiny_checkpoint(diffusion_dir, page_png,
     assert check_invariants(traces[True]) == [] and traces[True].n_tokens > 0
 
 
+def test_a_mask_predicting_head_gives_one_trace_on_the_tiny_checkpoint(tmp_path, page_png):
+    """A checkpoint whose MASK row makes MASK the likeliest token at many positions: blocks reach
+    the step limit and force-commit; eager and fused loops (plain and static forwards) agree."""
+    from models.mineru_diffusion.graphs import BlockGraphs
+    from tests.test_fused import timeless
+
+    def mask_heavy(state):
+        head = state["language_model.lm_head.weight"]
+        head[SPECIALS.index("<|MASK|>")] = -head.sum(0)  # measured: MASK wins everywhere until the limit
+
+    backend = _load(write_diffusion_checkpoint(tmp_path / "masky", state_edit=mask_heavy), "diffusion")
+    page = load_page(page_png)
+    traces = {}
+    for path in ("eager", "static"):
+        for fused in (False, True):
+            backend.graphs = BlockGraphs(backend.model, use_graphs=False) if path == "static" else None
+            params = DecodeParams(block_length=8, steps=4, threshold=0.5, max_new_tokens=32, fused=fused)
+            traces[path, fused] = decode_page(page, decoder="diffusion", backend=backend, params=params)
+    for path in ("eager", "static"):  # the two forward paths differ in the last bits; each loop pair must not
+        eager, fused = traces[path, False], traces[path, True]
+        assert sum(s.forced for s in eager.steps) > 0
+        assert timeless(fused) == timeless(eager) and eager.clock_length == fused.clock_length
+        assert check_invariants(eager) == [] and check_invariants(fused) == []
+
+
 def test_ar_static_cache_gives_the_dynamic_caches_tokens(ar_dir, page_png):
     """MinerU2.5's static-cache loop (what the CUDA graph replays on a GPU) decodes the same tokens
     as transformers' dynamic cache, page after page through one reused cache."""

@@ -13,7 +13,6 @@ from mudiff_viz.inputs.page import joined_chars
 
 class MinerUBackend(Backend):
     text: ChatText
-    supports_layout = True
 
     def regions(self, page) -> list[Region]:
         """The whole page, recognised as text (the layout parse is the pipeline's mode 'layout')."""

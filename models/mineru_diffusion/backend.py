@@ -121,12 +121,14 @@ class MinerUDiffusionBackend(MinerUBackend):
     def commit_block(self, ctx: DiffusionContext, block: torch.Tensor, rows: torch.Tensor) -> None:
         self._forward(ctx, block, store=True)
 
-    def denoise_step(self, ctx: DiffusionContext, block: torch.Tensor, rows, masked, scheduler, step_index: int):
-        """With graphs, the forward and the scheduler's step replay as one CUDA graph (graphs.py)."""
+    def captured_step(self, ctx: DiffusionContext, block: torch.Tensor, rows: torch.Tensor, policy: StepPolicy,
+                      step_index: int):
+        """The block forward and the policy's step as one CUDA graph (graphs.py); without graphs, the
+        two calls in turn."""
         _one_row(block)
         if self.graphs is not None:
-            return self.graphs.denoise_step(ctx.cache, block, scheduler, step_index)
-        return super().denoise_step(ctx, block, rows, masked, scheduler, step_index)
+            return self.graphs.step(ctx.cache, block, policy, step_index)
+        return policy(self.block_logits(ctx, block, rows), block == self.mask_id, step_index)
 
     def _forward(self, ctx: DiffusionContext, block: torch.Tensor, store: bool) -> torch.Tensor | None:
         """The block forward: through the CUDA graphs when there are any, else the eager path."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from models.base import StepPolicy
 from models.mineru_diffusion.model import KVCache, MinerUDiffusion
 
 WARMUP = 2  # eager runs on a side stream before capture (allocator and library handles settle)
@@ -70,40 +71,40 @@ class BlockGraphs:
                 cache.advance(n)
         return logits
 
-    def denoise_step(self, cache: KVCache, block_ids: torch.Tensor, scheduler, step_index: int):
-        """The block forward and the scheduler's step together (a StepOutput), replayed as one CUDA
-        graph when the step needs no random numbers; on CPU, or when sampling, the same two calls
-        run eagerly over the same fixed-shape buffers. Outputs are copied out of the graph's pool."""
+    def step(self, cache: KVCache, block_ids: torch.Tensor, policy: StepPolicy, step_index: int):
+        """The block forward and the policy's step together (its StepOutput), replayed as one CUDA
+        graph when the policy is capturable; on CPU, or when sampling, the same two calls run eagerly
+        over the same fixed-shape buffers. Outputs are copied out of the graph's pool."""
         if cache.evicted:
             raise RuntimeError("this KV cache was evicted by a later decode (model work must be serialised)")
         n = block_ids.shape[1]
-        force = step_index >= scheduler.params.steps
+        force = step_index >= policy.limit
         with self._lock:
             self._adopt(cache, cache.length + n)
-            if self.use_graphs and scheduler.deterministic:
-                key = ("step", n, force, scheduler.key)
+            if self.use_graphs and policy.capturable:
+                key = ("step", n, force, policy.key)
                 entry = self._captured.get(key)
                 if entry is None:
-                    entry = self._captured[key] = self._capture_step(cache, block_ids, scheduler, force)
+                    entry = self._captured[key] = self._capture_step(cache, block_ids, policy, force)
                 entry.ids.copy_(block_ids)
                 entry.start.fill_(cache.length)
-                entry.step.fill_(min(step_index, scheduler.params.steps - 1))
+                entry.step.fill_(min(step_index, policy.limit - 1))
                 entry.graph.replay()
                 return type(entry.out)(*(t.clone() for t in vars(entry.out).values()))
             start = torch.tensor(cache.length, device=block_ids.device)
             logits = self.model.static_block_forward(cache, block_ids, start, logits=True).float()
-            masked = block_ids == scheduler.mask_id
-            return scheduler.force(logits, masked) if force else scheduler.step(logits, masked, step_index)
+            masked = block_ids == policy.mask_id
+            return policy.force(logits, masked) if force else policy.step(logits, masked, step_index)
 
-    def _capture_step(self, cache: KVCache, block_ids: torch.Tensor, scheduler, force: bool) -> _Captured:
+    def _capture_step(self, cache: KVCache, block_ids: torch.Tensor, policy: StepPolicy, force: bool) -> _Captured:
         ids = block_ids.clone()
         start = torch.full((), cache.length, dtype=torch.long, device=block_ids.device)
         step = torch.zeros((), dtype=torch.long, device=block_ids.device)
 
         def run():
             logits = self.model.static_block_forward(cache, ids, start, logits=True).float()
-            masked = ids == scheduler.mask_id
-            return scheduler.force(logits, masked) if force else scheduler.step(logits, masked, step)
+            masked = ids == policy.mask_id
+            return policy.force(logits, masked) if force else policy.step(logits, masked, step)
 
         graph, out = self._record(run, block_ids.device)
         return _Captured(graph=graph, ids=ids, start=start, out=out, step=step)

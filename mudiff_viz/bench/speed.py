@@ -114,18 +114,19 @@ def ratio_text(stats: dict, unit: str = "x") -> str:
 
 
 def run_bench(model: str = "nano", n_pages: int = FULL["n_pages"], repeats: int = FULL["repeats"], ar_model: str | None = None,
-              block_length: int = 32, threshold: float = 0.95, log=print) -> dict:
+              params: DecodeParams | None = None, log=print) -> dict:
     """The benchmark: one run, same pages, warm, medians over repeats, in two regimes.
 
     ``page_batch``: every region of a page decodes as one batch (what the app does with the nano
     models). ``one_region_at_a_time``: a batch of one (what the real model does, and what the
     paper's tokens/s measure). ``speedup_vs_ar`` is the latter; both are reported. Every ratio
-    comes with its spread (:func:`ratio_stats`).
+    comes with its spread (:func:`ratio_stats`). ``params``: the decode settings (default: the
+    release's, deterministic); the AR decoder reads the knobs it shares.
     """
     pages = bench_pages(n_pages)
     ar_model = ar_model or model
-    diff = DecodeParams(block_length=block_length, steps=block_length, threshold=threshold, max_new_tokens=1024)
-    ar = DecodeParams(max_new_tokens=1024)
+    diff = params or DecodeParams()
+    ar = diff
     for sequential in (False, True):  # warm-up: load models, allocator, caches
         _decode(pages[0], model, "diffusion", diff, sequential)
         _decode(pages[0], ar_model, "ar", ar, sequential)
@@ -169,7 +170,7 @@ def run_bench(model: str = "nano", n_pages: int = FULL["n_pages"], repeats: int 
         "ar_model": ar_model,
         "pages": n_pages,
         "repeats": repeats,
-        "settings": {"block_length": block_length, "steps": block_length, "threshold": threshold, "temperature": 0.0},
+        "settings": diff.knobs(),
         "tokens_per_forward": head["tokens_per_forward"],
         "speedup_vs_ar": head["speedup_vs_ar"],
         "speedup_vs_ar_page_batch": batch["speedup_vs_ar"],

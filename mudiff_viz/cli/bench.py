@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 from mudiff_viz.bench.speed import FULL, QUICK, ratio_text, run_bench, run_sweep, sweep_figure, sweep_table
+from mudiff_viz.cli.common import add_knob_flags, knobs_from
+from mudiff_viz.decoding.settings import DecodeParams
 
 
 def register(sub) -> None:
@@ -21,6 +23,7 @@ def register(sub) -> None:
                    help=f"the first {QUICK['n_pages']} pages, {QUICK['repeats']} timed passes (a few minutes on 2 CPU cores)")
     b.add_argument("--threads", type=int, default=2)
     b.add_argument("--out", default="bench.json")
+    add_knob_flags(b)
     b.set_defaults(func=cmd_bench)
     s = sub.add_parser("sweep", help="accuracy-speed trade-off curve over thresholds and block lengths")
     s.add_argument("--model", default="nano")
@@ -39,7 +42,8 @@ def cmd_bench(args) -> int:
     torch.set_num_threads(args.threads)
     n, repeats = (QUICK["n_pages"], QUICK["repeats"]) if args.quick else (args.pages, args.repeats)
     t0 = time.perf_counter()
-    result = run_bench(args.model, n, repeats, ar_model=args.ar_model, log=lambda m: print(m, file=sys.stderr))
+    params = DecodeParams.from_knobs(**knobs_from(args))
+    result = run_bench(args.model, n, repeats, ar_model=args.ar_model, params=params, log=lambda m: print(m, file=sys.stderr))
     result["threads"] = args.threads
     result["bench_wall_s"] = time.perf_counter() - t0
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

@@ -431,13 +431,18 @@ def upgrade_v1(d: dict) -> dict:
 def check_invariants(trace: Trace) -> list[str]:
     """Semantic checks beyond the schema; returns a list of violations (empty when consistent).
 
-    Each region's tokens are committed exactly once, at the forward their record names; AR commits
-    one token per step; the NFE count matches the recorded forwards plus block-commit passes.
+    Each region's tokens are committed exactly once, at the forward their record names; a forward
+    (clock index) of a region belongs to one block; AR commits one token per step; the NFE count
+    matches the recorded forwards plus block-commit passes.
     """
     problems: list[str] = []
     recorded = bool(trace.params.get("record", True))
     commits: dict[tuple[int, int], int] = {}
+    block_of: dict[tuple[int, int], int] = {}  # (region, forward) -> block: one clock index is one forward
     for si, s in enumerate(trace.steps):
+        seen = block_of.setdefault((s.region, s.forward), s.block)
+        if seen != s.block:
+            problems.append(f"steps[{si}]: region {s.region} has forward {s.forward} in blocks {seen} and {s.block}")
         n_commit = sum(s.committed)
         if trace.is_autoregressive and n_commit != 1:
             problems.append(f"steps[{si}]: AR step commits {n_commit} tokens")

@@ -98,7 +98,7 @@ def build_trace(run, ctx) -> Trace:
             bbox=[round(v, 1) for v in region.bbox], text="".join(shown), tokens=tokens, gt_text=region.gt_text,
             kind=region.kind, n_generated=full.n_generated, prefill_s=rnd(clock.prefill_s),
         ))
-    for s in run.recorder.steps:
+    for s in run.steps:
         for pairs in s.topk:
             for tok_id, _ in pairs:
                 vocab.setdefault(str(int(tok_id)), backend.token_text(int(tok_id)))
@@ -110,5 +110,5 @@ def build_trace(run, ctx) -> Trace:
                           text, gt_text, run.truncated)
     return Trace(
         decoder=run.decoder, model=model_record(backend), params=run.trace_params(), page=page_record(run.page, run.regions),
-        text=text, metrics=metrics, regions=records, steps=run.recorder.steps, gt_text=gt_text, vocab=vocab,
+        text=text, metrics=metrics, regions=records, steps=run.steps, gt_text=gt_text, vocab=vocab,
     )

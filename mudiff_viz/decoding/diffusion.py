@@ -1,11 +1,10 @@
 """Block diffusion decoding with every denoising step recorded (the release's loop, batched over
-regions; docs/real-models.md#the-decoding-loop).
+regions; docs/real-models.md#the-decoding-loop). The one block loop of the project.
 
-Per block: forward the block against the cache (nothing stored) -> the scheduler samples guesses
-and picks commits -> repeat until no mask is left -> one more forward stores the block in the KV
-cache -> stop the rows whose block holds a stop token. Two ways to run a block, with the same
-result: ``eager_block`` (the host checks after every step) and ``fused_block`` (no host round trip
-per step; ``params.fused``).
+Per block: forward the block against the cache (nothing stored) -> the policy samples guesses and
+picks commits -> repeat until no mask is left -> one more forward stores the block in the KV cache
+-> the stopping criteria end the rows whose block holds a stop token. ``params.fused`` only changes
+how the loop syncs with the device (:class:`EagerSync`, :class:`FusedSync`), never what it computes.
 """
 
 from __future__ import annotations
@@ -15,8 +14,10 @@ from typing import Callable
 
 import torch
 
+from models.base import BlockDenoiser, StepCapturer
 from mudiff_viz.core.trace import Trace
-from mudiff_viz.decoding.run import DecodeRun, Snapshot
+from mudiff_viz.decoding.observers import Snapshot, StepEvent
+from mudiff_viz.decoding.run import DecodeRun, observers_for
 from mudiff_viz.decoding.scheduler import BlockScheduler, StepOutput
 from mudiff_viz.decoding.settings import DecodeParams
 
@@ -24,114 +25,123 @@ Progress = Callable[[int, int], None]
 
 
 @torch.inference_mode()
-def decode_diffusion(backend, page, regions, params: DecodeParams, progress: Progress | None = None,
+def decode_diffusion(backend: BlockDenoiser, page, regions, params: DecodeParams, progress: Progress | None = None,
                      snapshot: Snapshot | None = None) -> Trace:
     """Decode all ``regions`` of ``page`` with block diffusion; returns the full Trace.
 
     ``progress(done, total)`` hears of every finished block; ``snapshot`` is handed, after every
     block, a function that builds the trace so far (for views that play a decode while it runs)."""
     params.check()
-    run = DecodeRun("diffusion", backend, page, regions, params)
+    run = DecodeRun("diffusion", backend, page, regions, params, observers_for(progress, snapshot))
     ctx = run.ctx = backend.encode(page, regions, block_length=params.block_length)
     run.prefill_done()
     run.extra_params["prefill_block"] = params.block_length if backend.prefill_follows_block_length else None
     run.extra_params["loop"] = "fused" if params.fused else "eager"
-    scheduler = BlockScheduler(params, backend.mask_id, run.generator)
-    denoise = fused_block if params.fused else eager_block
-    L, device = params.block_length, backend.device
-    n_blocks = max(1, math.ceil(params.max_new_tokens / L))
+    policy = BlockScheduler(params, backend.mask_id, run.generator)
+    n_blocks = max(1, math.ceil(params.max_new_tokens / params.block_length))
     for b in range(n_blocks):
         alive = run.alive()
-        if not alive or run.out_of_time():
+        if not alive or run.halt():
             break
-        rows = torch.tensor(alive, device=device)
-        block, forward_of, conf_of = denoise(run, ctx, scheduler, rows, b)
+        rows = torch.tensor(alive, device=backend.device)
+        block, forward_of, conf_of = denoise_block(run, policy, rows, b)
         backend.commit_block(ctx, block, rows)
         run.commit_pass(len(alive))
-        run.flush()
         ids, forwards, confs = block.tolist(), forward_of.tolist(), conf_of.tolist()
-        stopped = torch.isin(block, run.stop_ids).any(-1).tolist()  # the stop check: once per block
+        stopped = run.stopping.finished_rows(block).tolist()
         for j, r in enumerate(alive):
             run.states[r].extend(ids[j], forwards[j], confs[j])
             run.states[r].stopped = stopped[j]
-        if progress:
-            progress(b + 1, n_blocks)
-        if snapshot:
-            snapshot(run.snapshot)
-    return run.finish(ctx)
+        run.block_done(b + 1, n_blocks)
+    return run.finish()
 
 
-def eager_block(run: DecodeRun, ctx, scheduler: BlockScheduler, rows: torch.Tensor, b: int):
-    """Denoise one block step by step, forwarding only the rows that still have masks; the host
-    checks after every step which rows those are (the sync the release's loop has too)."""
+def denoise_block(run: DecodeRun, policy: BlockScheduler, rows: torch.Tensor, b: int):
+    """Denoise one block of ``rows``; returns (block ids, forward of each commit, its confidence).
+
+    Step ``i`` of the block is clock index ``run.forward + i``; the steps that had masks left are a
+    prefix, and the clock advances by their number at the block's end (the step-limit step that
+    force-commits included). How the loop learns which rows still have masks is the sync's business."""
     backend, L = run.backend, run.params.block_length
     block = torch.full((len(rows), L), backend.mask_id, dtype=torch.long, device=backend.device)
     forward_of = torch.full_like(block, -1)
     conf_of = torch.zeros(block.shape, dtype=torch.float32, device=backend.device)
-    for i in range(run.params.steps + 1):  # the step limit force-commits, so this always ends
+    sync = (FusedSync if run.params.fused else EagerSync)(run, policy, len(rows))
+    base, rows_with_masks = run.forward, []
+    for i in range(policy.limit + 1):  # the step limit force-commits, so this always ends
         masked = block == backend.mask_id
-        active = masked.any(-1).nonzero().squeeze(-1)
-        if i > 0:
-            run.tick()
-        if active.numel() == 0:
+        sel = sync.rows(masked)
+        if sel is False:
             break
-        out = backend.denoise_step(ctx, block[active], rows[active], masked[active], scheduler, i)
-        block[active] = torch.where(out.committed, out.x0, block[active])
-        forward_of[active] = torch.where(out.committed, run.forward, forward_of[active])
-        conf_of[active] = torch.where(out.committed, out.confidence, conf_of[active])
-        run.record(rows[active], b * L, masked[active], out, b)
-    return block, forward_of, conf_of
-
-
-def fused_block(run: DecodeRun, ctx, scheduler: BlockScheduler, rows: torch.Tensor, b: int):
-    """Denoise one block with no host round trip per step: every row of the block takes every step
-    (a row without masks commits nothing and leaves no record), all bookkeeping stays on the device,
-    and whether masks are left is read from a copy one step behind (CUDA) or directly (CPU). The
-    forward and the scheduler's step can then run as one captured graph (``backend.denoise_step``).
-    Steps, tokens and traces equal :func:`eager_block`'s; on CUDA at most one extra step per block
-    runs after the last mask went (it commits and records nothing)."""
-    backend, L, device = run.backend, run.params.block_length, run.backend.device
-    block = torch.full((len(rows), L), backend.mask_id, dtype=torch.long, device=device)
-    forward_of = torch.full_like(block, -1)
-    conf_of = torch.zeros(block.shape, dtype=torch.float32, device=device)
-    timer, flags = StepTimer(run.clock, device), LaggedFlag(device)
-    active_rows = []
-    base = run.forward
-    # Sampling draws random numbers for the rows it is given; eager gives only the rows with masks,
-    # so for batched regions fused does the same (the real model decodes one row: no subset needed)
-    subset = len(rows) > 1 and (run.params.temperature > 0 or run.params.strategy == "random")
-    for i in range(run.params.steps + 1):
-        masked = block == backend.mask_id
-        if subset:
-            out = _rows_with_masks(backend, ctx, block, rows, masked, scheduler, i)
+        if sel is None:
+            out = denoise_step(backend, run.ctx, block, rows, masked, policy, i)
         else:
-            out = backend.denoise_step(ctx, block, rows, masked, scheduler, i)
+            out = spread(denoise_step(backend, run.ctx, block[sel], rows[sel], masked[sel], policy, i), sel, len(rows))
         block = torch.where(out.committed, out.x0, block)
         forward_of = torch.where(out.committed, base + i, forward_of)
         conf_of = torch.where(out.committed, out.confidence, conf_of)
-        run.recorder.add(rows, b * L, masked, out, base + i, b)
-        active_rows.append(masked.any(-1).sum())
-        timer.mark()
-        if flags.settled((block == backend.mask_id).any()):
+        run.step(StepEvent(rows, b * L, masked, out, base + i, b))
+        rows_with_masks.append(masked.any(-1).sum())
+        sync.timer.mark()
+        if sync.settled(block == backend.mask_id):
             break
-    counts = torch.stack(active_rows).tolist()  # one transfer per block
-    steps = sum(1 for c in counts if c)  # the steps that had masks: a prefix
-    run.account(seq_forwards=sum(counts), batched_forwards=steps, times=timer.times()[:steps])
+    counts = torch.stack(rows_with_masks).tolist() if rows_with_masks else []  # one transfer per block
+    steps = sum(1 for c in counts if c)
+    run.advance(seq_forwards=sum(counts), batched_forwards=steps, times=sync.timer.times()[:steps])
     return block, forward_of, conf_of
 
 
-def _rows_with_masks(backend, ctx, block, rows, masked, scheduler, i) -> StepOutput:
-    """A step for the rows that still have masks, spread back over all rows (the others commit nothing)."""
-    sub = masked.any(-1)
-    part = backend.denoise_step(ctx, block[sub], rows[sub], masked[sub], scheduler, i)
+def denoise_step(backend, ctx, block, rows, masked, policy: BlockScheduler, i: int) -> StepOutput:
+    """The block's logits and the policy's decision: one captured graph where the backend can, else two calls."""
+    if isinstance(backend, StepCapturer):
+        return backend.captured_step(ctx, block, rows, policy, i)
+    return policy(backend.block_logits(ctx, block, rows), masked, i)
+
+
+def spread(part: StepOutput, sel: torch.Tensor, n: int) -> StepOutput:
+    """A step computed for the selected rows, spread back over all ``n`` rows (the others commit nothing)."""
 
     def full(t: torch.Tensor) -> torch.Tensor:
-        out = t.new_zeros((len(rows), *t.shape[1:]))
-        out[sub] = t
+        out = t.new_zeros((n, *t.shape[1:]))
+        out[sel] = t
         return out
 
-    return StepOutput(full(part.x0), full(part.confidence), full(part.committed), full(part.forced), full(part.top_p),
-                      full(part.top_i))
+    return StepOutput(*(full(t) for t in (part.x0, part.confidence, part.committed, part.forced, part.top_p, part.top_i)))
+
+
+class EagerSync:
+    """The host reads after every step which rows still have masks and forwards only those (the sync
+    the release's loop has too); no rows left ends the block."""
+
+    def __init__(self, run: DecodeRun, policy: BlockScheduler, n_rows: int) -> None:
+        self.timer = StepTimer(run.clock, torch.device("cpu"))
+
+    def rows(self, masked: torch.Tensor):
+        active = masked.any(-1).nonzero().squeeze(-1)
+        return False if active.numel() == 0 else active
+
+    def settled(self, still_masked: torch.Tensor) -> bool:
+        return False  # the next step's host read finds out
+
+
+class FusedSync:
+    """No host round trip per step: every row takes every step (a row without masks commits nothing
+    and leaves no record), so the forward and the policy's step can run as one captured graph; whether
+    masks are left is read from a copy one step behind (CUDA) or directly (CPU). On CUDA at most one
+    extra step per block runs after the last mask went (it commits and records nothing). Sampling
+    draws random numbers per row given, so with several rows a sampling step forwards only the rows
+    with masks, as the eager loop does (the real model decodes one row: no subset needed)."""
+
+    def __init__(self, run: DecodeRun, policy: BlockScheduler, n_rows: int) -> None:
+        device = run.backend.device
+        self.timer, self.flag = StepTimer(run.clock, device), LaggedFlag(device)
+        self.subset = n_rows > 1 and not policy.capturable
+
+    def rows(self, masked: torch.Tensor):
+        return masked.any(-1) if self.subset else None
+
+    def settled(self, still_masked: torch.Tensor) -> bool:
+        return self.flag.settled(still_masked.any())
 
 
 class StepTimer:

@@ -1,11 +1,10 @@
-"""What one decode accumulates, shared by every decoder: the clock, each region's state and the
-step recorder.
+"""What one decode accumulates, shared by both decoders: the clock, each region's state, the
+stopping criteria and the observers.
 
-A decoder loop only asks the backend for logits and the scheduler (or sampler) for decisions,
-then tells the run what happened: ``record`` a step, ``tick`` the clock after a forward,
-``end_block`` / ``append`` the committed tokens. ``finish`` hands everything to the trace builder.
-Recorded tensors stay on the model's device and move to the host once per block (``flush``), so
-recording adds no per-step synchronisation.
+A decoder loop asks the backend for logits and its policy for decisions, then tells the run what
+happened: ``step`` (one forward's decisions, passed to the observers), ``advance`` (forwards done:
+the clock moves on), ``commit_pass`` (a block stored in the cache), ``block_done`` (a unit of work
+ended). ``halt`` asks the stopping criteria before the next unit of work; ``finish`` builds the trace.
 """
 
 from __future__ import annotations
@@ -14,13 +13,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
 import torch
 
-from mudiff_viz.core.trace import StepRecord, Trace, rnd
+from mudiff_viz.core.trace import StepRecord, Trace
 from mudiff_viz.core.types import Region
 from mudiff_viz.decoding.build import build_trace
+from mudiff_viz.decoding.observers import DecodeObserver, Progress, Snapshot, StepEvent, StepRecorder, Streaming
 from mudiff_viz.decoding.settings import DecodeParams
+from mudiff_viz.decoding.stopping import stopping_for
 
 
 class Clock:
@@ -70,77 +70,11 @@ class RegionState:
         return RegionState(self.ids[:cut], self.commit_forward[:cut], self.confidence[:cut], self.stopped)
 
 
-@dataclass
-class _Pending:
-    rows: torch.Tensor  # (b,) region indices
-    offset: int  # position of column 0 in the region's output (block start)
-    masked: torch.Tensor  # (b, L) bool: masked before this step
-    x0: torch.Tensor
-    conf: torch.Tensor
-    committed: torch.Tensor
-    forced: torch.Tensor
-    top_p: torch.Tensor  # (b, L, k)
-    top_i: torch.Tensor
-    forward: int
-    block: int
-
-
-class StepRecorder:
-    """Step records, kept on the device per block and expanded on the host once per block. Rows
-    with nothing masked at a step (a fused step runs every row of the block) leave no record."""
-
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled
-        self.pending: list[_Pending] = []
-        self.steps: list[StepRecord] = []
-
-    def add(self, rows, offset: int, masked, out, forward: int, block: int) -> None:
-        if not self.enabled:
-            return
-        self.pending.append(_Pending(rows, offset, masked, out.x0, out.confidence, out.committed, out.forced,
-                                     out.top_p, out.top_i, forward, block))
-
-    def flush(self, clock: Clock) -> None:
-        """Move the pending records to the host in one transfer per field and expand them."""
-        if not self.pending:
-            return
-        cat = lambda name: torch.cat([getattr(p, name) for p in self.pending]).cpu().numpy()  # noqa: E731
-        rows, masked, x0, conf = cat("rows"), cat("masked"), cat("x0"), cat("conf")
-        committed, forced, top_p, top_i = cat("committed"), cat("forced"), cat("top_p"), cat("top_i")
-        meta = [(p.offset, p.forward, p.block) for p in self.pending for _ in range(p.rows.numel())]
-        for i, (offset, forward, block) in enumerate(meta):
-            cols = np.flatnonzero(masked[i])
-            if cols.size == 0:
-                continue
-            self.steps.append(
-                StepRecord(
-                    forward=forward,
-                    region=int(rows[i]),
-                    block=block,
-                    time_s=rnd(clock.time_of(forward)),
-                    positions=(cols + offset).tolist(),
-                    candidates=x0[i, cols].tolist(),
-                    confidences=[rnd(c) for c in conf[i, cols].tolist()],
-                    committed=committed[i, cols].astype(int).tolist(),
-                    topk=[_alternatives(ti, tp) for ti, tp in zip(top_i[i, cols].tolist(), top_p[i, cols].tolist())],
-                    forced=int(forced[i].sum()),
-                )
-            )
-        self.pending.clear()
-
-
-def _alternatives(ids: list[int], probs: list[float]) -> list[list[float]]:
-    """Top-k as [[id, p], ...]: p to 3 decimals (display precision), alternatives under 0.05% dropped."""
-    return [[int(t), round(p, 3)] for k, (t, p) in enumerate(zip(ids, probs)) if k == 0 or p >= 0.0005]
-
-
-Snapshot = Callable[[Callable[[], Trace]], None]  # told after each block: call the argument for the trace so far
-
-
 class DecodeRun:
     """The shared state of one decode of ``regions`` of ``page``."""
 
-    def __init__(self, decoder: str, backend, page, regions: list[Region], params: DecodeParams) -> None:
+    def __init__(self, decoder: str, backend, page, regions: list[Region], params: DecodeParams,
+                 observers: list[DecodeObserver] = ()) -> None:
         self.decoder = decoder
         self.backend = backend
         self.page = page
@@ -148,8 +82,9 @@ class DecodeRun:
         self.params = params
         self.clock = Clock()
         self.states = [RegionState() for _ in regions]
-        self.recorder = StepRecorder(enabled=params.record)
-        self.forward = 0  # the shared clock: one per batched forward
+        self.recorder = StepRecorder() if params.record else None
+        self.observers = ([self.recorder] if self.recorder else []) + list(observers)
+        self.forward = 0  # the shared clock: one index per batched forward
         self.seq_forwards = 0  # forwards per sequence (a batched forward of b rows counts b)
         self.commit_passes = 0
         self.batched_forwards = 0
@@ -158,34 +93,39 @@ class DecodeRun:
         self.ctx = None  # the backend's context, once encoded
         self.generator = torch.Generator(device=backend.device).manual_seed(params.seed)
         self.stop_ids = torch.tensor(sorted(backend.stop_ids), device=backend.device, dtype=torch.long)
+        self.stopping = stopping_for(params, self.stop_ids)
+
+    @property
+    def steps(self) -> list[StepRecord]:
+        return self.recorder.steps if self.recorder else []
 
     def prefill_done(self) -> None:
         """The vision encoder and prompt prefill are over: the clock's prefill mark."""
         sync(self.backend.device)
         self.clock.mark_prefill()
+        for o in self.observers:
+            o.on_prefill(self)
 
     def alive(self) -> list[int]:
         return [i for i, s in enumerate(self.states) if not s.stopped]
 
-    def out_of_time(self) -> bool:
-        if self.params.max_seconds is not None and self.clock.now() > self.params.max_seconds:
-            self.truncated = f"time limit of {self.params.max_seconds:.0f} s"
-            return True
-        return False
+    def generated(self) -> int:
+        return max((s.n_generated for s in self.states), default=0)
 
-    def record(self, rows: torch.Tensor, offset: int, masked: torch.Tensor, out, block: int) -> None:
-        """One denoising forward of ``rows``: what the scheduler (or sampler) decided."""
-        self.recorder.add(rows, offset, masked, out, self.forward, block)
-        self.seq_forwards += rows.numel()
-        self.batched_forwards += 1
+    def halt(self) -> bool:
+        """Ask the stopping criteria before the next unit of work: True ends the decode."""
+        stop = self.stopping.halt(self.generated(), self.clock.now())
+        if stop and stop.truncated:
+            self.truncated = stop.reason
+        return stop is not None
 
-    def tick(self) -> None:
-        """The current forward is over (right after a host sync): advance the shared clock."""
-        self.clock.tick()
-        self.forward += 1
+    def step(self, event: StepEvent) -> None:
+        """One forward's decisions (on the device), for the observers."""
+        for o in self.observers:
+            o.on_step(self, event)
 
-    def account(self, seq_forwards: int, batched_forwards: int, times: list[float]) -> None:
-        """Steps run without a per-step tick (a fused block): count them and put their times on the clock."""
+    def advance(self, seq_forwards: int, batched_forwards: int, times: list[float]) -> None:
+        """Forwards are done: count them and put each on the clock at its finishing time."""
         self.seq_forwards += seq_forwards
         self.batched_forwards += batched_forwards
         self.clock.times.extend(times)
@@ -195,21 +135,30 @@ class DecodeRun:
         self.commit_passes += n_rows
         self.batched_forwards += 1
 
-    def flush(self) -> None:
-        self.recorder.flush(self.clock)
+    def block_done(self, done: int, total: int) -> None:
+        for o in self.observers:
+            o.on_block(self, done, total)
 
     def snapshot(self) -> Trace:
         """The trace so far (every step recorded until now, the tokens committed until now): what a
         streamed view shows while the decode goes on."""
-        self.flush()
+        if self.recorder:
+            self.recorder.flush(self.clock.time_of)
         return build_trace(self, self.ctx)
 
     def trace_params(self) -> dict:
         return {**self.params.for_trace(self.decoder), "n_regions": len(self.regions), **self.extra_params}
 
-    def finish(self, ctx) -> Trace:
-        self.flush()
-        return build_trace(self, ctx)
+    def finish(self) -> Trace:
+        trace = self.snapshot()
+        for o in self.observers:
+            o.on_finish(self, trace)
+        return trace
+
+
+def observers_for(progress: Callable[[int, int], None] | None, snapshot: Snapshot | None) -> list[DecodeObserver]:
+    """The observers behind the decoders' ``progress`` and ``snapshot`` arguments."""
+    return ([Progress(progress)] if progress else []) + ([Streaming(snapshot)] if snapshot else [])
 
 
 def sync(device: torch.device) -> None:

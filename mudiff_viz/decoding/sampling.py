@@ -16,40 +16,88 @@ def quota_schedule(block_length: int, steps: int) -> list[int]:
     return [base + (1 if i < rem else 0) for i in range(steps)]
 
 
-def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
-    """Top-k then top-p (nucleus) filtering; removed entries become -inf. Keeps at least one."""
-    if top_k and 0 < top_k < logits.shape[-1]:
-        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if 0.0 < top_p < 1.0:
+class LogitsProcessor:
+    """One transformation of a step's logits (b, ..., V) -> (b, ..., V), as transformers' ``LogitsProcessor``."""
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class Temperature(LogitsProcessor):
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits / self.temperature
+
+
+class TopK(LogitsProcessor):
+    """Keep the k most likely tokens; the others become -inf."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        if not 0 < self.k < logits.shape[-1]:
+            return logits
+        kth = torch.topk(logits, self.k, dim=-1).values[..., -1:]
+        return logits.masked_fill(logits < kth, float("-inf"))
+
+
+class TopP(LogitsProcessor):
+    """Keep the smallest set of tokens holding ``p`` of the probability (the token crossing p stays)."""
+
+    def __init__(self, p: float) -> None:
+        self.p = p
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        if not 0.0 < self.p < 1.0:
+            return logits
         sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
         cum = sorted_logits.softmax(-1).cumsum(-1)
-        drop_sorted = cum - sorted_logits.softmax(-1) >= top_p  # keep the token that crosses top_p
+        drop_sorted = cum - sorted_logits.softmax(-1) >= self.p
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-        logits = logits.masked_fill(drop, float("-inf"))
-    return logits
+        return logits.masked_fill(drop, float("-inf"))
 
 
-def sample_tokens(
-    logits: torch.Tensor,
-    temperature: float,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    generator: torch.Generator | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """A guess and its confidence for every position: returns (x0, confidence, probs).
+class Sampler:
+    """A guess and its confidence for every position, from a chain of logits processors.
 
-    ``temperature == 0`` is the deterministic mode: argmax, with confidences from the temperature-1
-    softmax (temperature -> 0 would make every confidence 1 and collapse each block into one step).
-    Otherwise x0 ~ softmax(filtered logits / T) and the confidence is its probability there.
+    Deterministic mode (``temperature == 0``): argmax, with confidences from the temperature-1
+    softmax of the filtered logits (temperature -> 0 would make every confidence 1 and collapse
+    each block into one step). Otherwise x0 ~ softmax(processed logits) and the confidence is its
+    probability there. Both decoders sample through one of these; a new knob that changes logits is
+    one more processor here.
     """
-    logits = logits.float()
-    if temperature <= 0:
-        probs = filter_logits(logits, top_k, top_p).softmax(-1)
-        x0 = probs.argmax(-1)
-    else:
-        probs = filter_logits(logits / temperature, top_k, top_p).softmax(-1)
-        flat = probs.reshape(-1, probs.shape[-1])
-        x0 = torch.multinomial(flat, 1, generator=generator).reshape(probs.shape[:-1])
-    conf = torch.gather(probs, -1, x0.unsqueeze(-1)).squeeze(-1)
-    return x0, conf, probs
+
+    def __init__(self, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                 generator: torch.Generator | None = None) -> None:
+        self.deterministic = temperature <= 0
+        self.processors: list[LogitsProcessor] = ([] if self.deterministic else [Temperature(temperature)])
+        self.processors += [p for p in (TopK(top_k), TopP(top_p)) if _changes(p)]
+        self.generator = generator
+
+    @classmethod
+    def of(cls, params, generator: torch.Generator | None = None) -> "Sampler":
+        return cls(params.temperature, params.top_k, params.top_p, generator)
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        logits = logits.float()
+        for process in self.processors:
+            logits = process(logits)
+        return logits.softmax(-1)
+
+    def __call__(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(x0, confidence, probs) for logits (..., V)."""
+        probs = self.probs(logits)
+        if self.deterministic:
+            x0 = probs.argmax(-1)
+        else:
+            flat = probs.reshape(-1, probs.shape[-1])
+            x0 = torch.multinomial(flat, 1, generator=self.generator).reshape(probs.shape[:-1])
+        conf = torch.gather(probs, -1, x0.unsqueeze(-1)).squeeze(-1)
+        return x0, conf, probs
+
+
+def _changes(p: LogitsProcessor) -> bool:
+    return (0 < p.k) if isinstance(p, TopK) else (0.0 < p.p < 1.0)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from mudiff_viz.core.trace import TOPK
-from mudiff_viz.decoding.sampling import quota_schedule, sample_tokens
+from mudiff_viz.decoding.sampling import Sampler, quota_schedule
 from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.decoding.strategies import STRATEGIES, CommitInputs
 
@@ -37,11 +37,20 @@ def step_output(x0, confidence, probs, committed, forced, k: int = TOPK) -> Step
 
 
 class BlockScheduler:
+    """The diffusion decoder's policy: a pure step function of (logits, masked, step index).
+
+    It is what ``models.base.StepPolicy`` asks of a policy, so a backend that captures a block
+    forward and its step as one graph (models/mineru_diffusion/graphs.py) reads only ``key``,
+    ``capturable``, ``limit``, ``mask_id``, ``step`` and ``force``, never the decode's settings.
+    """
+
     def __init__(self, params: DecodeParams, mask_id: int, generator: torch.Generator | None) -> None:
         self.params = params
         self.mask_id = mask_id
         self.generator = generator
+        self.sample = Sampler.of(params, generator)
         self.quota = quota_schedule(params.block_length, params.steps)
+        self.limit = params.steps  # a step with this index force-commits what is left
         self.select = STRATEGIES[params.strategy].select
         self._quota_table: torch.Tensor | None = None
 
@@ -52,19 +61,20 @@ class BlockScheduler:
         return (p.block_length, p.steps, p.threshold, p.strategy, p.temperature, p.top_k, p.top_p, self.mask_id)
 
     @property
-    def deterministic(self) -> bool:
+    def capturable(self) -> bool:
         """No random numbers: the step can be captured as a graph without a generator."""
-        return self.params.temperature <= 0 and self.params.strategy != "random"
+        return self.sample.deterministic and self.params.strategy != "random"
+
+    def __call__(self, logits: torch.Tensor, masked: torch.Tensor, step_index: int) -> StepOutput:
+        return self.force(logits, masked) if step_index >= self.limit else self.step(logits, masked, step_index)
 
     def step(self, logits: torch.Tensor, masked: torch.Tensor, step_index: int | torch.Tensor) -> StepOutput:
         """One denoising step of a block: ``logits`` (b, L, V), ``masked`` (b, L) before the step.
 
-        ``step_index`` is the step within the block: an int, or a 0-d device tensor below
-        ``params.steps`` (a captured graph reads it from a buffer; the step limit is :meth:`force`)."""
-        if isinstance(step_index, int) and step_index >= self.params.steps:
-            return self.force(logits, masked)
+        ``step_index`` is the step within the block: an int below ``limit``, or a 0-d device tensor
+        (a captured graph reads it from a buffer)."""
         p = self.params
-        x0, conf, probs = sample_tokens(logits, p.temperature, p.top_k, p.top_p, self.generator)
+        x0, conf, probs = self.sample(logits)
         if isinstance(step_index, int):
             per_row = torch.full_like(masked[:, 0], self.quota[step_index], dtype=torch.long)
         else:
@@ -78,8 +88,7 @@ class BlockScheduler:
     def force(self, logits: torch.Tensor, masked: torch.Tensor) -> StepOutput:
         """The step limit: commit every position still masked with its best token that is not MASK
         (only a sampled MASK can leave positions open this long)."""
-        p = self.params
-        _, _, probs = sample_tokens(logits, p.temperature, p.top_k, p.top_p, self.generator)
+        _, _, probs = self.sample(logits)
         real = probs.clone()
         real[..., self.mask_id] = -1.0
         x0 = real.argmax(-1)

@@ -45,7 +45,7 @@ class Knob:
             raise UserInputError(f"{self.label.lower()} must be in {self.lo:g}..{self.hi:g}, got {value:g}")
 
 
-KNOBS: tuple[Knob, ...] = (
+KNOBS: list[Knob] = [
     Knob("block_length", 32, int, "Block length", "positions denoised together per block", 1, 1024, decoders=(DIFFUSION,), step=1,
          ui_hi=128),
     Knob("steps", 32, int, "Steps per block", "denoising steps per block (quota per step = block length // steps)",
@@ -62,8 +62,23 @@ KNOBS: tuple[Knob, ...] = (
          step=0.01, advanced=True),
     Knob("seed", 0, int, "Seed", "seed of the sampler (temperature > 0, random strategy)", 0, 2**31 - 1, step=1),
     Knob("max_new_tokens", 1024, int, "Max tokens", "tokens per region at most", 1, 1_000_000, step=1, ui_hi=4096),
-)
+]
 KNOB = {k.name: k for k in KNOBS}
+
+
+def register_knob(knob: Knob) -> Knob:
+    """Add a decode knob: it becomes a CLI flag, a control in the app's Decode tab (generated from
+    :data:`KNOBS` when the app is built), a :class:`DecodeParams` value and a key of the trace's
+    params, with no other edit. A policy or processor reads it as ``params.<name>``."""
+    if knob.name in KNOB:
+        raise ValueError(f"knob {knob.name!r} exists")
+    KNOBS.append(knob)
+    KNOB[knob.name] = knob
+    return knob
+
+
+def unregister_knob(name: str) -> None:
+    KNOBS.remove(KNOB.pop(name))
 
 
 @dataclass
@@ -84,9 +99,21 @@ class DecodeParams:
     max_seconds: float | None = None  # wall-time budget of the decode
     extra: dict[str, Any] = field(default_factory=dict)  # recorded in the trace as is (mode, probes ...)
 
+    more: dict[str, Any] = field(default_factory=dict)  # values of knobs registered beyond the fields above
+
+    def __getattr__(self, name: str) -> Any:
+        """A registered knob without a field of its own: its value, or its default."""
+        if name != "more" and name in KNOB:
+            return self.more.get(name, KNOB[name].default)
+        raise AttributeError(name)
+
     def check(self) -> None:
         for knob in KNOBS:
             knob.check(getattr(self, knob.name))
+
+    def knobs(self) -> dict[str, Any]:
+        """Every knob's value, by name (what the CLI, the app and the API pass around)."""
+        return {k.name: getattr(self, k.name) for k in KNOBS}
 
     def for_trace(self, decoder: str) -> dict[str, Any]:
         """The params record of a trace: the knobs this decoder reads, plus record and extras."""
@@ -96,8 +123,10 @@ class DecodeParams:
     @classmethod
     def from_knobs(cls, **knobs: Any) -> "DecodeParams":
         """From keyword knobs (unknown names and None values are ignored), checked."""
-        names = {f.name for f in fields(cls)}
-        params = cls(**{k: v for k, v in knobs.items() if k in names and v is not None})
+        names = {f.name for f in fields(cls)} - {"more"}
+        given = {k: v for k, v in knobs.items() if v is not None}
+        params = cls(**{k: v for k, v in given.items() if k in names},
+                     more={k: v for k, v in given.items() if k in KNOB and k not in names})
         params.check()
         return params
 

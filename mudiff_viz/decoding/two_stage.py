@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from models.base import LayoutParser
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.sequential import Decode, decode_sequential, merge_traces
@@ -18,11 +19,11 @@ from mudiff_viz.inputs.page import Page
 
 
 def decode_two_stage(
-    backend, page: Page, decode: Decode, params, progress: Callable[[int, int], None] | None = None,
+    backend: LayoutParser, page: Page, decode: Decode, params, progress: Callable[[int, int], None] | None = None,
     layout_prompt: str = "detection", snapshot=None,
 ) -> Trace:
     """Layout pass (asked with ``layout_prompt``), then recognition of every detected block; one Trace."""
-    if not backend.supports_layout:
+    if not isinstance(backend, LayoutParser):
         raise UserInputError(f"layout mode needs a model with a layout prompt (MinerU); {backend.name} has none")
     layout_trace = decode(backend, page, [backend.layout_region(page, layout_prompt)], params, None)
     blocks = backend.parse_layout(layout_trace.regions[0].text, page)

@@ -1,0 +1,129 @@
+"""Who watches a decode: one interface for everything that is not the decode itself.
+
+A decoder loop tells its :class:`~mudiff_viz.decoding.run.DecodeRun` what happened; the run passes it
+on to its observers, in order:
+
+- ``on_prefill(run)``: the vision encoder and prompt prefill are over;
+- ``on_step(run, step)``: one forward's decisions (a denoising step, or one AR token), still on the device;
+- ``on_block(run, done, total)``: a unit of work ended (a diffusion block; a chunk of AR tokens): a
+  good moment to move records to the host or show the decode so far;
+- ``on_finish(run, trace)``: the trace is built.
+
+The trace recorder, the app's streaming, progress reports are observers; ``--no-record`` is a
+decode without the recorder (as diffusers' callbacks or transformers' streamers, but one interface).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from mudiff_viz.core.trace import StepRecord, Trace, rnd
+
+# Observers are told the run they watch (decoding/run.py: DecodeRun); it imports this module, so the
+# name stays a string here.
+
+
+@dataclass
+class StepEvent:
+    """One forward of ``rows`` (region indices) at clock index ``forward``: what was masked before it
+    and what the policy decided (a StepOutput). Rows with nothing masked committed nothing."""
+
+    rows: torch.Tensor  # (b,)
+    offset: int  # position of column 0 in each region's output (the block's start)
+    masked: torch.Tensor  # (b, L) bool
+    out: object  # StepOutput: x0, confidence, committed, forced, top_p, top_i
+    forward: int
+    block: int
+
+
+class DecodeObserver:
+    """Does nothing; subclasses override what they watch."""
+
+    def on_prefill(self, run: "DecodeRun") -> None:
+        pass
+
+    def on_step(self, run: "DecodeRun", step: StepEvent) -> None:
+        pass
+
+    def on_block(self, run: "DecodeRun", done: int, total: int) -> None:
+        pass
+
+    def on_finish(self, run: "DecodeRun", trace: Trace) -> None:
+        pass
+
+
+class StepRecorder(DecodeObserver):
+    """The trace's step records: kept on the device during a block and expanded on the host once
+    per block (no per-step synchronisation). Rows with nothing masked at a step leave no record."""
+
+    def __init__(self) -> None:
+        self.pending: list[StepEvent] = []
+        self.steps: list[StepRecord] = []
+
+    def on_step(self, run: "DecodeRun", step: StepEvent) -> None:
+        self.pending.append(step)
+
+    def on_block(self, run: "DecodeRun", done: int, total: int) -> None:
+        self.flush(run.clock.time_of)
+
+    def flush(self, time_of: Callable[[int], float]) -> None:
+        """Move the pending records to the host in one transfer per field and expand them."""
+        if not self.pending:
+            return
+        cat = lambda get: torch.cat([get(p) for p in self.pending]).cpu().numpy()  # noqa: E731
+        rows, masked = cat(lambda p: p.rows), cat(lambda p: p.masked)
+        x0, conf = cat(lambda p: p.out.x0), cat(lambda p: p.out.confidence)
+        committed, forced = cat(lambda p: p.out.committed), cat(lambda p: p.out.forced)
+        top_p, top_i = cat(lambda p: p.out.top_p), cat(lambda p: p.out.top_i)
+        meta = [(p.offset, p.forward, p.block) for p in self.pending for _ in range(p.rows.numel())]
+        for i, (offset, forward, block) in enumerate(meta):
+            cols = np.flatnonzero(masked[i])
+            if cols.size == 0:
+                continue
+            self.steps.append(
+                StepRecord(
+                    forward=forward,
+                    region=int(rows[i]),
+                    block=block,
+                    time_s=rnd(time_of(forward)),
+                    positions=(cols + offset).tolist(),
+                    candidates=x0[i, cols].tolist(),
+                    confidences=[rnd(c) for c in conf[i, cols].tolist()],
+                    committed=committed[i, cols].astype(int).tolist(),
+                    topk=[_alternatives(ti, tp) for ti, tp in zip(top_i[i, cols].tolist(), top_p[i, cols].tolist())],
+                    forced=int(forced[i].sum()),
+                )
+            )
+        self.pending.clear()
+
+
+def _alternatives(ids: list[int], probs: list[float]) -> list[list[float]]:
+    """Top-k as [[id, p], ...]: p to 3 decimals (display precision), alternatives under 0.05% dropped."""
+    return [[int(t), round(p, 3)] for k, (t, p) in enumerate(zip(ids, probs)) if k == 0 or p >= 0.0005]
+
+
+class Progress(DecodeObserver):
+    """``report(done, total)`` after every unit of work (the CLI's and the app's progress)."""
+
+    def __init__(self, report: Callable[[int, int], None]) -> None:
+        self.report = report
+
+    def on_block(self, run: "DecodeRun", done: int, total: int) -> None:
+        self.report(done, total)
+
+
+Snapshot = Callable[[Callable[[], Trace]], None]  # handed a function that builds the trace so far
+
+
+class Streaming(DecodeObserver):
+    """Hands ``snapshot`` a builder of the trace so far after every unit of work (the app's live player)."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+
+    def on_block(self, run: "DecodeRun", done: int, total: int) -> None:
+        self.snapshot(run.snapshot)
