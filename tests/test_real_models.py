@@ -840,7 +840,7 @@ def test_cli_layout_mode_refused_for_nano(page_png, tmp_path):
 
 @pytest.mark.parametrize("path", ["eager", "static"])
 def test_fused_loop_equals_eager_on_the_tiny_checkpoint(diffusion_dir, page_png, path):
-    """The fused denoising step (forward + scheduler through backend.denoise_step, no per-step host
+    """The fused denoising step (forward + scheduler through backend.captured_step, no per-step host
     check) gives the eager loop's tokens, step maps and trace, on both forward paths."""
     from models.mineru_diffusion.graphs import BlockGraphs
     from tests.test_fused import timeless
