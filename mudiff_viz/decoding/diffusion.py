@@ -29,7 +29,8 @@ def decode_diffusion(backend, page, regions, params: DecodeParams, progress: Pro
     """Decode all ``regions`` of ``page`` with block diffusion; returns the full Trace.
 
     ``progress(done, total)`` hears of every finished block; ``snapshot`` is handed, after every
-    block, a function that builds the trace so far (for views that play a decode while it runs)."""
+    block and (eager loop) every denoising step, a function that builds the trace so far (for views
+    that play a decode while it runs; a block in progress is only in its step records)."""
     params.check()
     run = DecodeRun("diffusion", backend, page, regions, params)
     ctx = run.ctx = backend.encode(page, regions, block_length=params.block_length)
@@ -40,6 +41,9 @@ def decode_diffusion(backend, page, regions, params: DecodeParams, progress: Pro
     denoise = fused_block if params.fused else eager_block
     L, device = params.block_length, backend.device
     n_blocks = max(1, math.ceil(params.max_new_tokens / L))
+    # a streamed view also hears after every denoising step (eager loop), so its first frame comes
+    # after the first step, not after a whole block (up to 32 forwards)
+    run.on_step = (lambda: snapshot(run.snapshot)) if snapshot else None
     for b in range(n_blocks):
         alive = run.alive()
         if not alive or run.out_of_time():
@@ -73,6 +77,8 @@ def eager_block(run: DecodeRun, ctx, scheduler: BlockScheduler, rows: torch.Tens
         active = masked.any(-1).nonzero().squeeze(-1)
         if i > 0:
             run.tick()
+            if active.numel() and getattr(run, "on_step", None):
+                run.on_step()  # the block so far: its committed positions show as pending tokens
         if active.numel() == 0:
             break
         out = backend.denoise_step(ctx, block[active], rows[active], masked[active], scheduler, i)

@@ -202,7 +202,9 @@ class DecodeRun:
         """The trace so far (every step recorded until now, the tokens committed until now): what a
         streamed view shows while the decode goes on."""
         self.flush()
-        return build_trace(self, self.ctx)
+        trace = build_trace(self, self.ctx)
+        trace.steps = list(trace.steps)  # the recorder's list keeps growing: a snapshot must not
+        return trace
 
     def trace_params(self) -> dict:
         return {**self.params.for_trace(self.decoder), "n_regions": len(self.regions), **self.extra_params}
