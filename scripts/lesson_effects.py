@@ -1,10 +1,10 @@
 """What each How-it-works lesson shows on the default sample, in numbers (for docs/app.md).
 
-    python scripts/lesson_effects.py [--model nano] [--page assets/samples/courier-short.pdf]
+    python scripts/lesson_effects.py [--page assets/samples/courier-short.pdf] [--threads 2]
 
-Decodes the page with every lesson's settings (the sixth lesson: the AR twin) and prints one
-markdown row per lesson: forward passes, tokens per forward, first-step commits, steps per block,
-order correlation and CER, so the docs can say what changes on screen when a lesson's button runs.
+Runs every decode of every lesson (mudiff_viz/ui/howitworks.py: pair, decoder, settings) on the page
+and prints one markdown row per run: forward passes, tokens per forward, first-step commits, steps
+per block, order correlation and CER, so docs/app.md can say what each lesson shows on screen.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ def fmt(v, pct: bool = False) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="nano")
     ap.add_argument("--page", default=str(ROOT / "assets" / "samples" / "courier-short.pdf"))
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
@@ -38,19 +37,23 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     page = load_page(args.page)
-    print("| lesson | settings | forward passes | tokens / forward | first-step commits | steps / block | "
-          "order vs position | CER |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| lesson | pane | pair | decoder | strategy | settings | forward passes | tokens / forward | "
+          "first-step commits | steps / block | order vs position | CER |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for lesson in howitworks.LESSONS:
-        s = howitworks.settings_for(lesson)
-        decoder = "ar" if lesson.tab == "compare" else s["decoder"]
-        knobs = {k: s[k] for k in ("block_length", "steps", "threshold", "temperature", "strategy")}
-        trace = decode_page(page, model=args.model, decoder=decoder, params=make_params(**knobs))
-        changed = ", ".join(f"{k} {v}" for k, v in lesson.settings.items()) or ("AR twin" if decoder == "ar" else "defaults")
-        m = trace.metrics
-        print(f"| {lesson.title} | {changed} | {trace.clock_length} | {fmt(m.get('tokens_per_forward'))} | "
-              f"{fmt(first_step_share(trace), pct=True)} | {fmt(None if decoder == 'ar' else mean_steps_per_block(trace))} | "
-              f"{fmt(order_correlation(trace))} | {fmt(m.get('cer'), pct=True)} |")
+        for run in lesson.runs:
+            s = howitworks.run_settings(run)
+            knobs = {k: s[k] for k in ("block_length", "steps", "threshold", "temperature", "strategy")}
+            trace = decode_page(page, model=run.family, decoder=run.decoder, params=make_params(**knobs))
+            diffusion = run.decoder != "ar"
+            changed = ", ".join(f"{k} {v}" for k, v in run.settings.items() if k != "strategy") or "defaults"
+            m = trace.metrics
+            print(f"| {lesson.title} | {howitworks.run_label(run)} | {howitworks.PAIR_NAMES[run.family]} | "
+                  f"{run.decoder} | {s['strategy'] if diffusion else '–'} | {changed if diffusion else '–'} | "
+                  f"{trace.clock_length} | {fmt(m.get('tokens_per_forward'))} | "
+                  f"{fmt(first_step_share(trace) if diffusion else None, pct=True)} | "
+                  f"{fmt(mean_steps_per_block(trace) if diffusion else None)} | "
+                  f"{fmt(order_correlation(trace))} | {fmt(m.get('cer'), pct=True)} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -153,7 +153,7 @@ def test_decode_with_probes_outlines_the_occluded_words(client):
     assert len(trace.page.occluded) == 2 and set(trace.page.probes) == {"occlude", "degrade"}
     assert len(out["player"]["page"]["occluded"]) == 2
     status = out["status"].replace("\\", "")  # markdown escapes
-    assert "2 word(s) occluded" in status and "dpi=120" in status
+    assert "2 words occluded" in status and "dpi=120" in status
 
 
 def test_bad_probe_values_are_one_line_errors(client):
@@ -203,17 +203,21 @@ def test_picker_offers_each_installed_embedded_pair(tmp_path, monkeypatch):
         models.check("nano-subword", "diffusion")
 
 
-def test_lessons_use_real_controls():
+def test_lessons_use_real_settings():
+    from mudiff_viz.decoding.settings import DecodeParams
     from mudiff_viz.decoding.strategies import STRATEGIES
     from mudiff_viz.ui import howitworks
 
-    assert howitworks.lesson_model(["nano", "nano-subword", "/models/x"]) == "nano-subword"
-    assert howitworks.lesson_model(["nano", "/models/x"]) == "nano"
-
+    assert howitworks.lesson_spec("nano-subword", ["nano", "nano-subword", "/models/x"]) == "nano-subword"
+    assert howitworks.lesson_spec("nano-subword", ["nano", "/models/x"]) == "nano"
+    assert len(howitworks.LESSONS) == 7 and {len(x.runs) for x in howitworks.LESSONS} == {1, 2}
     for lesson in howitworks.LESSONS:
-        s = howitworks.settings_for(lesson)
-        assert s["strategy"] in STRATEGIES and 1 <= s["block_length"] <= 128 and 1 <= s["steps"] <= 128
-        assert 0 <= s["threshold"] <= 1 and lesson.tab in ("decode", "compare")
+        for run in lesson.runs:
+            s = howitworks.run_settings(run)
+            assert s["strategy"] in STRATEGIES and 1 <= s["block_length"] <= 128 and 1 <= s["steps"] <= 128
+            assert 0 <= s["threshold"] <= 1 and run.decoder in ("diffusion", "ar")
+            assert run.family in howitworks.PAIR_NAMES
+            DecodeParams.from_knobs(**{k: v for k, v in s.items() if k != "decoder"}).check()
 
 
 def test_bundled_example_traces_are_valid():

@@ -160,7 +160,7 @@ def test_clicking_a_word_occludes_it_and_the_player_outlines_it(page):
     page.mouse.click(box["x"] + cx, box["y"] + cy)
     words = page.locator("#decode-occlude-words textarea, #decode-occlude-words input").first
     page.wait_for_function("(el) => el.value.trim() === '0'", arg=words.element_handle(), timeout=10_000)
-    page.wait_for_function("() => document.querySelector('#decode-page-info').innerText.includes('1 word(s) chosen')",
+    page.wait_for_function("() => document.querySelector('#decode-page-info').innerText.includes('1 word chosen')",
                            timeout=10_000)
     run_and_wait(page, "#decode-run")
     assert page.locator("#player .mp-occ").count() == 1  # the occluded word, outlined on the page

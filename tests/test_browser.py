@@ -131,15 +131,17 @@ def test_offline_replay_needs_no_network(browser, tmp_path):
     ctx.close()
 
 
-def test_lesson_button_sets_the_controls_and_runs(page):
-    """How it works: 'Try it: block length 8' switches to Decode with block length 8 and decodes."""
+def test_lesson_button_runs_in_its_own_player(page):
+    """How it works: 'Try it: block length 32 vs 8' plays both decodes on one clock in the tab's own
+    player (the Decode tab is left alone)."""
     page.get_by_role("tab", name="How it works").click()
     page.click("#lesson-blocks")
-    wait_for_result(page, "#player", timeout=120_000)
-    assert page.get_by_role("tab", name="Decode").get_attribute("aria-selected") == "true"
-    page.eval_on_selector("#player .mp-scrub", "el => { el.value = 1; el.dispatchEvent(new Event('input', {bubbles: true})); }")
-    # the tiny twins answer 24 tokens per line: three blocks of 8
-    assert "block 1/3" in page.inner_text("#player .mp-header")
+    wait_for_result(page, "#lesson-player", timeout=120_000)
+    assert page.get_by_role("tab", name="How it works").get_attribute("aria-selected") == "true"
+    page.eval_on_selector("#lesson-player .mp-scrub", "el => { el.value = 1; el.dispatchEvent(new Event('input', {bubbles: true})); }")
+    # the tiny twins answer 24 tokens per line: one block of 32, or three blocks of 8
+    headers = page.locator("#lesson-player .mp-header").all_inner_texts()
+    assert "block 1/1" in headers[0] and "block 1/3" in headers[1], headers
 
 
 def test_pdf_with_markup_in_its_text_shows_it_as_text(page, tmp_path):

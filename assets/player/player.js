@@ -85,9 +85,13 @@
   const MASK_GLYPH = "\u2591"; // light shade: one monospace cell per masked position
   const FILLER_GLYPH = "\u2219";  // bullet operator: one per discarded position
   const SPECIAL = /^<\|?[A-Za-z_][^<>]{0,18}\|?>$/;
+  const EOS_MARK = "EOS"; // the one symbol for every pair's end-of-text token (the legend explains it)
+  const END_NAMES = /^(eos|endoftext|end_of_text|im_end|\/s|eot|eot_id)$/i;
   function shortSpecial(text) {
-    // "<eos>" -> "EOS", "<|im_end|>" -> "IM_END": compact and visibly not page text
-    return text.replace(/^<\|?|\|?>$/g, "").toUpperCase().slice(0, 6);
+    // "<eos>", "<|endoftext|>", "<|im_end|>" -> "EOS" (one symbol for the end of text, whatever the
+    // tokenizer calls it); other specials compact: "<|box_start|>" -> "BOX_ST", visibly not page text
+    const name = text.replace(/^<\|?|\|?>$/g, "");
+    return END_NAMES.test(name) ? EOS_MARK : name.toUpperCase().slice(0, 6);
   }
   function fmtS(x) { return x == null || isNaN(x) ? "–" : x < 10 ? x.toFixed(2) + " s" : x.toFixed(1) + " s"; }
   function pct(p) { return p < 0.001 ? "<0.1%" : (100 * p).toFixed(p < 0.1 ? 1 : 0) + "%"; }
@@ -137,7 +141,9 @@
       this.entryAt = new Int32Array(this.n);
       const ser = p.series;
       this.cumKept = new Int32Array(this.N + 1);
-      for (let k = 0; k < this.N; k++) this.cumKept[k + 1] = this.cumKept[k] + ser.kept[k];
+      const kept = ser.kept.slice();
+      (s.pending || []).forEach((v, i) => { if (v && this.commit[i] >= 0 && this.commit[i] < this.N) kept[this.commit[i]]++; });
+      for (let k = 0; k < this.N; k++) this.cumKept[k + 1] = this.cumKept[k] + kept[k];
       this.nKept = 0;
       for (let i = 0; i < this.n; i++) if (!this.filler[i]) this.nKept++;
       // block-wise decoders (diffusion or any registered one) carry a block length; AR does not
@@ -150,11 +156,20 @@
       this.order = this.blockwise && p.recorded ? this.decodingOrder() : null;
       // cells drawn masked (or as a guess) at each frame, as compute() draws them: slot i from frame
       // open[i] through frame commit[i] (a filler no later than its block's last frame)
+      // a filler is drawn while its block is open: through frame close[i] (its block's last forward
+      // is close[i]; frame close[i] + 1 shows the block closed, the filler dropped, as the decoder
+      // drops it). In a streamed snapshot the last recorded forward may not end the block: kept.
+      this.partial = !!p.partial;
+      this.fillerEnd = new Int32Array(this.n).fill(this.N + 1);
+      for (let i = 0; i < this.n; i++) {
+        if (!this.filler[i] || this.close[i] < 0) continue;
+        this.fillerEnd[i] = this.partial && this.close[i] >= this.N - 1 ? this.N + 1 : this.close[i];
+      }
       const diff = new Int32Array(this.N + 2);
       for (let i = 0; i < this.n; i++) {
         const a = Math.max(0, this.open[i]);
         let b = this.commit[i] >= 0 ? this.commit[i] + 1 : this.N + 1;
-        if (this.filler[i] && this.close[i] >= 0) b = Math.min(b, this.close[i] + 2);
+        if (this.filler[i]) b = Math.min(b, this.fillerEnd[i] + 1);
         if (a < Math.min(b, this.N + 1)) { diff[a]++; diff[Math.min(b, this.N + 1)]--; }
       }
       this.maskedAt = new Int32Array(this.N + 1);
@@ -219,14 +234,15 @@
       return lo;
     }
     timeOfFrame(s) { return s <= 0 ? this.prefill : this.time[Math.min(s, this.N) - 1]; }
-    compute(s) {
+    compute(s, keepFiller) {
+      // keepFiller: draw the discarded positions after their block closed too (the player's toggle)
       s = Math.max(0, Math.min(s, this.N));
       const st = this.state, ea = this.entryAt, c = this.commit, o = this.open;
       const last = s - 1;
       for (let i = 0; i < this.n; i++) {
         ea[i] = -1;
         const ci = c[i];
-        if (this.filler[i] && s > this.close[i] + 1) st[i] = HIDDEN;
+        if (this.filler[i] && s > this.fillerEnd[i] && (!keepFiller || ci < 0)) st[i] = HIDDEN;
         else if (ci >= 0 && ci < last) st[i] = DONE;
         else if (ci >= 0 && ci === last) st[i] = NOW;
         else if (o[i] <= s) st[i] = MASKED;
@@ -311,8 +327,10 @@
       this.lineSlots = []; // per line: its slots in text order (keyboard navigation)
       this.slotLine = new Int32Array(m.n);
       this.slotCol = new Int32Array(m.n);
+      // after each region's tokens: its filler and (a streamed snapshot) the block still decoding
       const fillerByRegion = p.regions.map(() => []);
-      for (let i = 0; i < m.n; i++) if (m.filler[i]) fillerByRegion[s.region[i]].push(i);
+      const nTokens = p.regions.reduce((a, r) => a + r.n, 0);
+      for (let i = nTokens; i < m.n; i++) fillerByRegion[s.region[i]].push(i);
       p.regions.forEach((r, ri) => {
         const line = el("div", "mp-line");
         line.dataset.region = String(ri);
@@ -450,7 +468,7 @@
     }
     render(s, opts) {
       const m = this.m, p = m.p;
-      s = m.compute(s);
+      s = m.compute(s, !!opts.keepFiller);
       this.frame = s;
       const st = m.state, ea = m.entryAt;
       const colourBy = opts.colourBy, ramp = RAMPS[colourBy] || RAMPS.confidence;
@@ -500,7 +518,7 @@
             const c = ramp[ci];
             sp.style.background = c.bg;
             sp.style.color = c.fg;
-            sp.textContent = m.stop[i] && raw === "" ? "EOS" : displayToken(raw);
+            sp.textContent = m.stop[i] ? EOS_MARK : displayToken(raw);
           } else if (state === GHOST) {
             sp.style.background = "";
             sp.style.color = this.player.ghostColours[ci];
@@ -557,19 +575,25 @@
       const m = this.m, p = m.p, ser = p.series, k = s - 1;
       const parts = [];
       const done = m.cumKept[Math.min(s, m.N)];
+      // a streamed snapshot: the totals (blocks, the open block's steps, tokens) are not known yet
+      const live = m.partial, of = (n) => (live ? "/?" : "/" + n);
       if (!p.recorded) {
-        parts.push(`forward ${s}/${m.N}`, `${done}/${m.nKept} tokens committed`);
+        parts.push(`forward ${s}${of(m.N)}`, live ? `${done} tokens committed so far` : `${done}/${m.nKept} tokens committed`);
         this.setHeader(parts, "This trace was recorded without per-step data: only commit times are known.");
         return;
       }
       if (m.blockwise) {
         const B = p.n_blocks || 1;
-        if (s === 0) parts.push(`block 1/${B}`, `step 0/${ser.steps[0] || 0}`);
-        else parts.push(`block ${(ser.block[k] == null ? 0 : ser.block[k]) + 1}/${B}`, `step ${ser.step[k]}/${ser.steps[k]}`);
+        // the last recorded block of a snapshot may still be open: its step count is not final
+        const lastBlock = m.N ? ser.block[m.N - 1] : 0;
+        const stepsOf = (kk) => (live && ser.block[kk] === lastBlock ? "?" : ser.steps[kk]);
+        if (s === 0) parts.push(`block 1${of(B)}`, `step 0/${live ? "?" : ser.steps[0] || 0}`);
+        else parts.push(`block ${(ser.block[k] == null ? 0 : ser.block[k]) + 1}${of(B)}`, `step ${ser.step[k]}/${stepsOf(k)}`);
         parts.push(`masks left ${nMasked}`, `committed this step ${nNow}`);
       } else {
-        parts.push(`token step ${s}/${m.N}`, `lines decoding ${s === 0 ? p.regions.length : nActive}`, `committed this step ${nNow}`);
+        parts.push(`token step ${s}${of(m.N)}`, `lines decoding ${s === 0 ? p.regions.length : nActive}`, `committed this step ${nNow}`);
       }
+      if (live) parts.push("decoding, totals not known yet");
       this.setHeader(parts, this.explain(s, nNow));
     }
     setHeader(parts, caption) {
@@ -796,10 +820,13 @@
         if (!ch.c.max) pl.models.forEach((m) => { for (let k = 0; k < m.N; k++) ymax = Math.max(ymax, ch.c.y(m.p.series, k, m) || 0); });
         const Y = (v) => 100 - (v / ymax) * 88;
         sv("line", { x1: PADL, x2: 300 - PADR, y1: 100, y2: 100, class: "mp-axis" }, svg);
-        ch.labels.yTop.textContent = ch.c.max ? (ch.c.key === "progress" ? "100%" : "1") : String(ymax);
+        const live = pl.models.some((m) => m.partial);
+        // while decoding, the text's length is unknown: the progress chart counts tokens instead of a share
+        const kept = Math.max(1, ...pl.models.map((m) => m.nKept));
+        ch.labels.yTop.textContent = ch.c.max ? (ch.c.key === "progress" ? (live ? kept + " tokens" : "100%") : "1") : String(ymax);
         ch.labels.yBot.textContent = "0";
         ch.labels.xL.textContent = pl.clock === "wall" ? "0 s" : "0";
-        ch.labels.xR.textContent = pl.clock === "wall" ? fmtS(pl.maxTime()) : "forward " + pl.maxFrame();
+        ch.labels.xR.textContent = (pl.clock === "wall" ? fmtS(pl.maxTime()) : "forward " + pl.maxFrame()) + (live ? " so far" : "");
         const thresholds = new Set();
         pl.models.forEach((m, mi) => {
           const colour = pl.models.length > 1 ? pl.colourOf(mi) : null;
@@ -807,7 +834,8 @@
           const cls = "mp-series s" + mi;
           if (ch.c.kind === "progress") {
             let d = `M${xOf(m, 0).toFixed(1)},${Y(0).toFixed(1)}`;
-            for (let s = 1; s <= m.N; s++) d += `L${xOf(m, s).toFixed(1)},${Y(m.cumKept[s] / Math.max(1, m.nKept)).toFixed(1)}`;
+            const den = live ? kept : Math.max(1, m.nKept);
+            for (let s = 1; s <= m.N; s++) d += `L${xOf(m, s).toFixed(1)},${Y(m.cumKept[s] / den).toFixed(1)}`;
             const path = sv("path", { d, class: cls + " line" }, svg);
             if (colour) path.style.stroke = colour;
             if (m.p.dash) path.style.strokeDasharray = "4 2";
@@ -927,7 +955,8 @@
         const parts = pl.models.map((m, mi) => {
           const s = pl.frameOf(m), k = s - 1, ser = m.p.series;
           const who = pl.models.length > 1 ? pl.shortName(m) + ": " : "";
-          if (ch.c.kind === "progress") return who + Math.round(100 * m.cumKept[s] / Math.max(1, m.nKept)) + "%";
+          if (ch.c.kind === "progress") return who + (m.partial ? `${m.cumKept[s]} tokens so far (the total is not known yet)`
+            : Math.round(100 * m.cumKept[s] / Math.max(1, m.nKept)) + "%");
           if (!m.p.recorded) return who + "–";
           if (k < 0 || k >= m.N) return who + "–";
           if (ch.c.kind === "conf") {
@@ -959,7 +988,7 @@
       this.root = root;
       root.classList.add("mp");
       root.setAttribute("tabindex", "0");
-      this.opts = { colourBy: "confidence", ghosts: true, underline: 0.5, pageView: "text" };
+      this.opts = { colourBy: "confidence", ghosts: true, underline: 0.5, pageView: "text", keepFiller: false };
       this.clock = "forward";
       this.playing = false;
       this.t = 0; // wall-clock position (s)
@@ -1005,7 +1034,9 @@
       this.stripCursors = [];
       this.streamKey = key;
       if (!ok) {
-        const empty = el("div", "mp-empty", payload && payload.message ? payload.message : "Run a decode (or load a trace) to see it here, step by step.");
+        const empty = el("div", payload && payload.failed ? "mp-empty mp-failed" : "mp-empty",
+          payload && payload.message ? payload.message : "Run a decode (or load a trace) to see it here, step by step.");
+        if (payload && payload.failed) empty.setAttribute("role", "alert");
         root.appendChild(empty);
         this.models = [];
         this.panes = [];
@@ -1199,6 +1230,12 @@
       ghosts.checked = !!this.opts.ghosts; // the option outlives a result: the box shows it
       ghosts.addEventListener("change", () => { this.opts.ghosts = ghosts.checked; this.redraw(true); });
       field("Show guesses", ghosts);
+      const fillers = el("input", "mp-fillers");
+      fillers.type = "checkbox";
+      fillers.checked = !!this.opts.keepFiller;
+      fillers.title = "positions the model filled after the end-of-text token are dropped when their block closes; tick to keep them drawn";
+      fillers.addEventListener("change", () => { this.opts.keepFiller = fillers.checked; this.redraw(true); });
+      field("Keep discarded", fillers);
       const under = el("input", "mp-under");
       under.type = "number";
       under.min = "0"; under.max = "1"; under.step = "0.05";
@@ -1226,7 +1263,8 @@
       while (lg.firstChild) lg.removeChild(lg.firstChild);
       const states = [["st-unreached", "not yet reached", ""], ["st-masked", "masked", MASK_GLYPH], ["st-ghost", "ghost guess (faded by confidence)", "g"],
         ["st-now", "committed this step", "a"], ["st-done", "committed earlier", "a"], ["st-done low", "low confidence (< " + this.opts.underline + ")", "a"],
-        ["filler st-done", "filled after end of text (discarded)", FILLER_GLYPH]];
+        ["token st-done special", "end of text (the model's stop token, whatever its tokenizer calls it)", EOS_MARK],
+        ["filler st-done", "filled after the end of text: shown while its block is open, then dropped (Keep discarded shows them)", FILLER_GLYPH]];
       if (this.models.some((m) => m.hasOcclusion)) states.push(["token st-done occ", "word blanked on the page (occlusion probe): dashed outline on the page, dashed underline in the text", "ab"]);
       const stBox = el("div", "mp-legend-states");
       states.forEach(([cls, label, sample]) => {

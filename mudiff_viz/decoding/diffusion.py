@@ -30,7 +30,8 @@ def decode_diffusion(backend: BlockDenoiser, page, regions, params: DecodeParams
     """Decode all ``regions`` of ``page`` with block diffusion; returns the full Trace.
 
     ``progress(done, total)`` hears of every finished block; ``snapshot`` is handed, after every
-    block, a function that builds the trace so far (for views that play a decode while it runs)."""
+    block and (eager loop) every denoising step, a function that builds the trace so far (for views
+    that play a decode while it runs; a block in progress is only in its step records)."""
     params.check()
     run = DecodeRun("diffusion", backend, page, regions, params, observers_for(progress, snapshot))
     ctx = run.ctx = backend.encode(page, regions, block_length=params.block_length)

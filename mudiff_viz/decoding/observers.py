@@ -120,10 +120,17 @@ Snapshot = Callable[[Callable[[], Trace]], None]  # handed a function that build
 
 
 class Streaming(DecodeObserver):
-    """Hands ``snapshot`` a builder of the trace so far after every unit of work (the app's live player)."""
+    """Hands ``snapshot`` a builder of the trace so far after every unit of work and, when the loop
+    syncs with the host after every step anyway (the eager loop, AR), after every denoising step:
+    the app's first frame then comes after the first step, not after a whole block (up to 32
+    forwards). A block in progress is only in its step records until it closes."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
+
+    def on_step(self, run: "DecodeRun", step: StepEvent) -> None:
+        if run.decoder == "diffusion" and not run.params.fused:
+            self.snapshot(run.snapshot)
 
     def on_block(self, run: "DecodeRun", done: int, total: int) -> None:
         self.snapshot(run.snapshot)

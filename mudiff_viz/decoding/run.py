@@ -144,7 +144,9 @@ class DecodeRun:
         streamed view shows while the decode goes on."""
         if self.recorder:
             self.recorder.flush(self.clock.time_of)
-        return build_trace(self, self.ctx)
+        trace = build_trace(self, self.ctx)
+        trace.steps = list(trace.steps)  # the recorder's list keeps growing: a snapshot must not
+        return trace
 
     def trace_params(self) -> dict:
         return {**self.params.for_trace(self.decoder), "n_regions": len(self.regions), **self.extra_params}

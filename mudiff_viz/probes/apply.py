@@ -40,7 +40,7 @@ class ProbeSpec:
         """One line for status texts: what was done to the page."""
         parts = []
         if self.occlude_words:
-            parts.append(f"{len(self.occlude_words)} word(s) occluded")
+            parts.append(f"{len(self.occlude_words)} word{'' if len(self.occlude_words) == 1 else 's'} occluded")
         elif self.occlude_fraction:
             parts.append(f"{100 * self.occlude_fraction:g}% of words occluded (seed {self.seed})")
         if self.degrade:

@@ -16,10 +16,9 @@ import os
 import gradio as gr
 
 from mudiff_viz.core.limits import current as current_limits
-from mudiff_viz.ui import compare_tab, controls, corpus_tab, decode_tab, howitworks, models, shuffle_tab, viewer_tab
+from mudiff_viz.ui import compare_tab, controls, corpus_tab, decode_tab, lessons_tab, models, shuffle_tab, viewer_tab
 from mudiff_viz.ui import gpu as _gpu  # noqa: F401  (imports `spaces` before anything touches CUDA)
 from mudiff_viz.ui.common import default_sample
-from mudiff_viz.ui.slot import MODEL_WORK
 
 INTRO = """
 # mudiff-viz · watch diffusion OCR decode, step by step
@@ -31,6 +30,9 @@ and every confidence is recorded and replayed in your browser (it starts playing
 
 CSS = """
 .gradio-container { max-width: 1560px !important; }
+/* clip, not hidden: a hidden overflow makes the container a scroll box, and the player's sticky
+   controls (phones) would stick to it instead of to the screen */
+.gradio-container { overflow: clip !important; }
 #decode-run, #compare-run, #shuffle-run { min-height: 46px; font-size: 16px; }
 .mudiff-note { font-size: 13px; opacity: .85; }
 .mudiff-warning { border-left: 4px solid #d55e00; background: rgba(213, 94, 0, .08); padding: 6px 12px; border-radius: 4px; }
@@ -39,35 +41,9 @@ CSS = """
 """
 
 
-def _lessons_tab(tabs, decode: decode_tab.DecodeTab) -> None:
-    gr.Markdown("### How diffusion decoding works: six ideas, each one button away from a live run")
-    names = ("block_length", "steps", "threshold", "temperature", "strategy")
-    spec = howitworks.lesson_model([value for _, value in models.choices()])
-    if spec != "nano":
-        gr.Markdown(f"The buttons run the **{spec}** pair, whose decoding order has steps to watch; choose "
-                    "*nano* in the model picker to see the character pair commit almost everything at once.")
-    targets = [decode.decoder, decode.model, *decode.knobs.values(names)]
-    for i in range(0, len(howitworks.LESSONS), 2):
-        with gr.Row(equal_height=True):
-            for lesson in howitworks.LESSONS[i : i + 2]:
-                with gr.Column(variant="panel"):
-                    gr.Markdown(f"#### {lesson.title}\n{lesson.body}")
-                    btn = gr.Button(lesson.button, size="sm", elem_id=f"lesson-{lesson.key}")
-                    s = howitworks.settings_for(lesson)
-                    values = (s["decoder"], spec, *(s[n] for n in names))
-                    if lesson.tab == "compare":
-                        btn.click(lambda: gr.Tabs(selected="compare"), None, tabs, queue=False, api_visibility="private")
-                    else:
-                        btn.click(lambda v=values: (*v, gr.Tabs(selected="decode")), None, targets + [tabs], queue=False,
-                                  api_visibility="private").then(
-                            decode_tab.run_decode, decode.inputs, decode.outputs, concurrency_id=MODEL_WORK,
-                            concurrency_limit=1, api_visibility="private", scroll_to_output=True)
-    gr.Markdown(howitworks.READING_GUIDE)
-
-
 def build_app() -> gr.Blocks:
     default = default_sample()
-    model_choices = models.choices()
+    model_choices = models.picker_choices()
     # delete_cache: Gradio's copies of uploads and downloads older than an hour go, checked every 30 minutes
     with gr.Blocks(title="mudiff-viz: diffusion OCR, step by step", delete_cache=(1800, 3600)) as demo:
         gr.Markdown(INTRO)
@@ -80,10 +56,10 @@ def build_app() -> gr.Blocks:
                 shuffle = shuffle_tab.build(default, model_choices)
             with gr.Tab("Trace viewer", id="viewer"):
                 viewer_tab.build()
-            with gr.Tab("Corpus", id="corpus"):
-                corpus_tab.build()
+            with gr.Tab("Corpus", id="corpus") as corpus_tab_item:
+                corpus_tab.build(corpus_tab_item)
             with gr.Tab("How it works", id="how"):
-                _lessons_tab(tabs, decode)
+                lessons_tab.build()
         # each picker's first preview joins that picker's queue of preview events, so an upload made
         # before it finishes is drawn after it (the bundled sample renders in-process and is cached)
         for picker in (decode.picker, compare["picker"], shuffle["picker"]):

@@ -29,6 +29,7 @@ def _progress(progress, who: str):
 
 
 @user_errors
+@results.shows_failure(results.COMPARE_OUTPUTS)
 def run_compare(file, page_number, spec_diffusion, spec_ar, block_length, steps, threshold, strategy, max_tokens,
                 occlude_words="", occlude_fraction=0.0, degrade_dpi=150, blur=0.0, noise=0.0, jpeg=0, rotate=0.0,
                 probe_seed=0, progress=gr.Progress()):

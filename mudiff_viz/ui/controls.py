@@ -39,9 +39,9 @@ def page_picker(prefix: str, default: str | None, label: str = "Page (PDF, PNG o
     current column, then the preview in the next one. Call inside a Row."""
     with gr.Column(scale=3, min_width=260):
         file = page_file(prefix, default, label)
-        # no maximum on the component: Gradio would refuse a too-big number with a bare "Error";
-        # the preview says which pages exist instead
-        number = gr.Number(value=1, precision=0, label="PDF page", interactive=False, elem_id=f"{prefix}-page", minimum=1)
+        # no minimum or maximum on the component: Gradio would refuse 0 or a too-big number with its own
+        # message ("Value 0 is less than minimum value 1"); the preview says which pages exist instead
+        number = gr.Number(value=1, precision=0, label="PDF page", interactive=False, elem_id=f"{prefix}-page")
         if samples and sample_paths():
             gr.Examples(examples=[[p] for p in sample_paths()], inputs=[file], label="Bundled samples (click one; your settings stay)",
                         example_labels=[os.path.basename(p) for p in sample_paths()], examples_per_page=12)

@@ -25,6 +25,7 @@ from mudiff_viz.ui.clickplot import PLOTLY_JS, ClickPlot
 from mudiff_viz.ui.common import ROOT, file_path, user_errors
 from mudiff_viz.ui.player import Player
 from mudiff_viz.views import tables
+from mudiff_viz.views.labels import counted
 from mudiff_viz.views.page_image import image_data_url
 from mudiff_viz.views.player import player_payload
 
@@ -111,7 +112,7 @@ def open_store(store: Path, run: str | None) -> dict:
     over = tabs["overview"]
     ok = sum(r.get("pages_ok", 0) or 0 for r in over)
     failed = sum(r.get("failed", 0) or 0 for r in over)
-    status = (f"**{store.name}** · {len(tabs['runs'])} run(s) · {ok} decoded pages, {failed} failed. "
+    status = (f"**{store.name}** · {counted(len(tabs['runs']), 'run')} · {counted(ok, 'decoded page')}, {failed} failed. "
               "Click a page's point in a figure to play its trace below.")
     headers = list(over[0].keys()) if over else ["decoder"]
     return {
@@ -153,7 +154,15 @@ def open_point(store_dir, evt: gr.EventData):
     return tables.summary_markdown(trace) + f"  \npage `{page_id}` of run `{run_id}`", payload
 
 
-def build() -> None:
+def open_on_first_view(store_dir, path_text, upload, run):
+    """The tab's first view opens the prefilled store (nothing to press); later views keep what is open."""
+    if store_dir or not (path_text or "").strip():
+        return tuple(gr.skip() for _ in range(4 + len(FIGURES)))
+    return open_corpus(path_text, upload, run)
+
+
+def build(tab: gr.Tab | None = None) -> None:
+    """The tab's contents; with ``tab``, its first selection opens the prefilled store."""
     gr.Markdown("### A corpus of decodes, in aggregate\nDecode many pages with `python -m mudiff_viz corpus run "
                 "INPUTS --out DIR` (on a Ray cluster with `--ray auto`), then open the store here: decoding order, "
                 "lateness, calibration and CER over all pages. **Click a page's point** to play that page. "
@@ -180,8 +189,12 @@ def build() -> None:
     with gr.Accordion("All tables", open=False):
         tables_md = gr.Markdown(elem_id="corpus-tables")
     outputs = [store_state, run, status, overview, *(plots[n] for n in FIGURES), tables_md]
-    open_btn.click(open_corpus, [path, upload, run], outputs, api_name="open_corpus")
-    upload.upload(open_corpus, [path, upload, run], outputs, api_visibility="private")
-    run.input(open_corpus, [path, upload, run], outputs, api_visibility="private")
+    # one at a time, in order: the first view's open never lands on top of a store opened after it
+    once = {"concurrency_id": f"corpus-open-{id(outputs)}", "concurrency_limit": 1}
+    open_btn.click(open_corpus, [path, upload, run], outputs, api_name="open_corpus", **once)
+    upload.upload(open_corpus, [path, upload, run], outputs, api_visibility="private", **once)
+    run.input(open_corpus, [path, upload, run], outputs, api_visibility="private", **once)
+    if tab is not None:
+        tab.select(open_on_first_view, [store_state, path, upload, run], outputs, api_visibility="private", **once)
     for plot in plots.values():
         plot.click(open_point, [store_state], [page_status, player], api_visibility="private", scroll_to_output=True)

@@ -12,6 +12,7 @@ from mudiff_viz.ui import controls, jobs, models, pagework, results
 from mudiff_viz.ui.common import file_path, user_errors
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.slot import MODEL_WORK
+from mudiff_viz.views.labels import counted
 from mudiff_viz.views.page_image import image_data_url
 
 KNOB_ORDER = ("block_length", "steps", "threshold", "temperature", "strategy", "seed", "max_new_tokens", "top_k", "top_p")
@@ -44,12 +45,13 @@ def progress_callback(progress, decoder: str):
 
 
 @user_errors
+@results.shows_failure(results.DECODE_OUTPUTS)
 def run_decode(file, page_number, spec, decoder, block_length, steps, threshold, temperature, strategy, seed, max_tokens,
                top_k=0, top_p=1.0, occlude_words="", occlude_fraction=0.0, degrade_dpi=150, blur=0.0, noise=0.0, jpeg=0,
                rotate=0.0, probe_seed=0, progress=gr.Progress()):
     """Decode one page; yields a cleared screen, then the trace as it grows, then the result."""
     names = results.DECODE_OUTPUTS
-    yield results.ordered(results.cleared(names, "Decoding…", "Decoding: the first frame appears after the first block."), names)
+    yield results.ordered(results.cleared(names, "Decoding…", "Decoding: the first frame appears after the first denoising step."), names)
     probes = probe_spec(occlude_words, occlude_fraction, degrade_dpi, blur, noise, jpeg, rotate, probe_seed)
     knobs = knobs_dict(block_length, steps, threshold, temperature, strategy, seed, max_tokens, top_k, top_p)
     progress(0, desc="loading the page" + (" and applying the probes" if probes.active else ""))
@@ -65,7 +67,7 @@ def run_decode(file, page_number, spec, decoder, block_length, steps, threshold,
             yield results.ordered(results.decode_result(trace, image, probes, stream=stream), names)
         else:
             frame = {"player": results.streaming_frame(trace, image, stream),
-                     "status": f"Decoding… {trace.n_tokens} tokens so far, {trace.clock_length} forward passes"}
+                     "status": f"Decoding… {counted(trace.n_tokens, 'token')} so far, {counted(trace.clock_length, 'forward pass', 'forward passes')}"}
             yield results.ordered(frame, names)
 
 
@@ -88,22 +90,34 @@ def missing_note() -> str:
             " The **Trace viewer** tab replays bundled example traces without any model.")
 
 
+def real_models_note(model_choices: list[tuple[str, str]]) -> str:
+    """One line under the picker when the real models are listed but not set up."""
+    waiting = [label.split(" · ")[0] for label, spec in model_choices if spec.startswith(models.SETUP)]
+    if not waiting:
+        return ""
+    return (f"The real models ({', '.join(waiting)}) are listed in the picker: to run them, start the app with "
+            "`MUDIFF_MODELS` pointing at a downloaded checkpoint (docs/real-models.md).")
+
+
 def build(default: str | None, model_choices: list[tuple[str, str]]) -> DecodeTab:
     knobs = controls.Knobs("decode")
+    # the primary action first: on any screen, Run is on the first screenful (the page and the
+    # settings it runs with come right below)
+    with gr.Row(equal_height=True, elem_id="decode-toolbar"):
+        run = gr.Button("Run decode", variant="primary", elem_id="decode-run", scale=1, min_width=150)
+        decoder = gr.Radio([("Diffusion", "diffusion"), ("Autoregressive (AR)", "ar")], value="diffusion",
+                           label="Decoder", elem_id="decode-decoder", scale=2, min_width=240)
+        model = gr.Dropdown(model_choices, value=model_choices[0][1], label="Model", elem_id="decode-model", scale=3,
+                            min_width=260)
+    note = missing_note() or real_models_note(model_choices)
+    gr.Markdown(note, visible=bool(note), elem_classes="mudiff-note", elem_id="decode-model-note")
     with gr.Row(equal_height=False):
         picker = controls.page_picker("decode", default)
         with gr.Column(scale=5, min_width=320):
-            with gr.Row():
-                decoder = gr.Radio([("Diffusion", "diffusion"), ("Autoregressive (AR)", "ar")], value="diffusion",
-                                   label="Decoder", elem_id="decode-decoder")
-                model = gr.Dropdown(model_choices, value=model_choices[0][1], label="Model", elem_id="decode-model")
-            note = missing_note()
-            gr.Markdown(note, visible=bool(note), elem_classes="mudiff-note")
             diffusion_group = controls.diffusion_knobs(knobs)
             controls.sampling_knobs(knobs)
             controls.max_tokens_control(knobs)
             perturb = controls.perturb_panel("decode")
-            run = gr.Button("Run decode", variant="primary", elem_id="decode-run")
     status = gr.Markdown(elem_id="decode-status")
     warning = gr.Markdown(visible=False, elem_id="decode-warning", elem_classes="mudiff-warning")
     player = Player(elem_id="player")

@@ -1,7 +1,7 @@
 """The "How it works" tab: short lessons for teaching, each tied to a live control of the Decode tab.
 
-Each lesson names the settings its "Try it" button applies; the app wires the button to set those
-controls, switch to the Decode (or Compare) tab and run.
+Each lesson names the decodes its "Try it" button runs (pair, decoder, settings); they play in the
+tab's own player, so the Decode tab's controls never change behind the user's back.
 """
 
 from __future__ import annotations
@@ -11,16 +11,52 @@ from dataclasses import dataclass, field
 DEFAULTS = {"decoder": "diffusion", "block_length": 32, "steps": 32, "threshold": 0.95, "temperature": 0.0,
             "strategy": "low_confidence_dynamic"}
 
+CHAR, SUBWORD = "nano", "nano-subword"  # the two embedded pairs (the default "nano" is the character pair)
+PAIR_NAMES = {CHAR: "character pair", SUBWORD: "subword pair"}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One decode of a lesson: which embedded pair, which decoder, which settings (changes from DEFAULTS)."""
+
+    family: str
+    settings: dict = field(default_factory=dict)
+    decoder: str = "diffusion"
+    label: str = ""  # the pane's title; a default names the pair and what differs
+
 
 @dataclass(frozen=True)
 class Lesson:
+    """A lesson's text and the decodes its button runs, in the lesson's own player (side by side on
+    one clock when there are two). The Decode tab's controls are never touched.
+
+    The pair and strategy of each run are chosen so that what the text says is what the player shows
+    on the bundled sample; docs/app.md lists each lesson's measured CER and effect."""
+
     key: str
     title: str
     body: str
     button: str
-    settings: dict = field(default_factory=dict)  # changes from DEFAULTS
-    tab: str = "decode"
+    runs: tuple[Run, ...]
+    watch: str  # one line under the result: what to look at
+    cost: str = ""  # when a bad reading is the lesson's point, it says so here (shown with the CER)
 
+
+def run_settings(run: Run) -> dict:
+    return {**DEFAULTS, **run.settings}
+
+
+def run_label(run: Run) -> str:
+    if run.label:
+        return run.label
+    pair = PAIR_NAMES.get(run.family, run.family)
+    if run.decoder == "ar":
+        return f"{pair} · AR"
+    s = run_settings(run)
+    return f"{pair} · {s['strategy']}"
+
+
+FF = {"strategy": "frontier_fallback"}
 
 LESSONS = [
     Lesson(
@@ -29,31 +65,51 @@ LESSONS = [
         "and, at every forward pass, the model guesses *all* masked positions at once. In the player "
         "these guesses are the faded italic **ghosts**: the fainter, the less sure the model is. Only "
         "some guesses are **committed** (solid, outlined when new); the rest are thrown away and guessed "
-        "again at the next pass, now with more context. Untick *Show guesses* to see the bare masks.",
-        "Try it: decode with the default settings", {},
+        "again at the next pass, now with more context. Untick *Show guesses* to see the bare masks. "
+        "This lesson runs the **subword pair** (it takes about 23 passes per block, so there is a lot to "
+        "watch) with `frontier_fallback`: when no guess is confident enough it commits next to the text "
+        "already there.",
+        "Try it: the subword pair, step by step",
+        (Run(SUBWORD, FF, label="subword pair · frontier_fallback"),),
+        "Scrub slowly: ghosts change under the frontier until they are committed, mostly left to right.",
     ),
     Lesson(
         "blocks", "2 · Blocks",
         "The text is cut into **blocks** of a fixed length. Blocks are decoded one after another (each "
         "new block sees the finished ones through the KV cache) and the positions *inside* a block are "
         "unmasked in parallel. Block length 1 would be plain autoregression; a longer block gives more "
-        "parallelism but harder guesses. The header shows *block b/B · step s/S*.",
-        "Try it: block length 8", {"block_length": 8, "steps": 8},
+        "parallelism but harder guesses. The header shows *block b/B · step s/S*. Here the **character "
+        "pair**, which fills a whole block in one pass, runs with blocks of 32 and of 8 on one clock: "
+        "one forward per block, so the block-8 pane needs about two and a half times the passes (10 against 4).",
+        "Try it: block length 32 vs 8",
+        (Run(CHAR, {}, label="character pair · block 32"),
+         Run(CHAR, {"block_length": 8, "steps": 8}, label="character pair · block 8")),
+        "Count the blocks in the header: each pass of the block-8 pane fills 8 positions per line.",
     ),
     Lesson(
         "threshold", "3 · The confidence threshold",
-        "The release's policy, `low_confidence_dynamic`: after each forward pass, commit **every** guess "
-        "whose confidence is above the threshold; if too few pass, commit the *quota* of most confident "
-        "guesses instead. A lower threshold commits more per pass (fewer forwards, faster) and risks "
-        "more errors. Watch the *Guess confidence* chart: the dashed line is the threshold.",
-        "Try it: threshold 0.5", {"threshold": 0.5},
+        "The release's rule: after each forward pass, commit **every** guess whose confidence is above "
+        "the threshold; if none passes, commit the *quota* (or, with `frontier_fallback`, the position next "
+        "to the text). A lower threshold commits more per pass (fewer forwards, faster) and commits more "
+        "wrong guesses. The subword pair at **0.95 and at 0.5** on one clock: **the 0.5 pane reads badly, "
+        "and that is the point of this lesson**: it finishes in far fewer passes, and a large part of "
+        "what it commits is wrong. Watch the *Guess confidence* chart: the dashed line is the threshold.",
+        "Try it: threshold 0.95 vs 0.5",
+        (Run(SUBWORD, FF, label="subword pair · threshold 0.95"),
+         Run(SUBWORD, {**FF, "threshold": 0.5}, label="subword pair · threshold 0.5")),
+        "Compare the two clocks and the two CERs: speed bought with accuracy.",
+        cost="a low threshold commits guesses the model is unsure of: the high CER is what this lesson shows",
     ),
     Lesson(
         "steps", "4 · Steps and the quota",
         "*Steps* is the largest number of forwards a block may take. It sets the quota: at least "
         "`block length / steps` positions are committed per pass, so 32 positions in 4 steps means 8 per "
-        "pass even when the model is unsure. Low-confidence commits are underlined in the player.",
-        "Try it: 4 steps per block", {"steps": 4, "threshold": 0.99},
+        "pass even when the model is unsure. `low_confidence_static` commits exactly the quota, the most "
+        "confident 8 each time, so every block takes exactly 4 passes. The **character pair** knows where "
+        "every character is, so its forced commits are still right.",
+        "Try it: 4 steps, exactly the quota",
+        (Run(CHAR, {"strategy": "low_confidence_static", "steps": 4}, label="character pair · 4 steps, static quota"),),
+        "Every pass commits 8 positions per line (the Tokens committed per forward chart).",
     ),
     Lesson(
         "strategy", "5 · Remasking strategies",
@@ -61,36 +117,49 @@ LESSONS = [
         "commits exactly the quota of most confident guesses; `random` picks positions at random (the "
         "original masked-diffusion recipe); `left_to_right` forces AR order with the same diffusion "
         "model; `frontier_fallback` keeps the release's threshold but, when nothing passes, commits "
-        "next to the text already there instead of the most confident guess anywhere. The "
-        "commit-order heatmap below the player shows the order each policy produced.",
-        "Try it: random order", {"strategy": "random", "steps": 16},
+        "next to the text already there instead of the most confident guess anywhere (the subword "
+        "lessons use it: the release's fallback makes the subword pair commit far guesses it is unsure "
+        "of). Here the character pair runs `random` and `left_to_right` with 16 steps on one clock: "
+        "same model, same number of passes, opposite orders.",
+        "Try it: random vs left to right",
+        (Run(CHAR, {"strategy": "random", "steps": 16}, label="character pair · random"),
+         Run(CHAR, {"strategy": "left_to_right", "steps": 16}, label="character pair · left_to_right")),
+        "The Decoding order chart: the random pane is scattered, the left-to-right pane a diagonal.",
     ),
     Lesson(
         "ar", "6 · Why autoregression differs",
         "An autoregressive (AR) decoder commits exactly **one token per forward pass**, left to right, "
         "and never revisits it. Diffusion can commit several per pass and sees the right-hand context "
-        "while guessing, but spends extra passes on hard positions. The Compare tab runs both on the same "
-        "page on one shared clock: count forward passes, or switch the clock to wall time, where each "
-        "decoder's prefill (vision encoder + prompt) is shown separately so the comparison is fair.",
-        "Try it: compare AR and diffusion", {}, tab="compare",
+        "while guessing, but spends extra passes on hard positions. The character pair's AR and "
+        "diffusion twins on one clock: count forward passes, or switch the clock to wall time, where each "
+        "decoder's prefill (vision encoder + prompt) is shown separately so the comparison is fair. The "
+        "**Compare** tab does the same for any page and model.",
+        "Try it: AR vs diffusion",
+        (Run(CHAR, {}, decoder="ar", label="character pair · AR"),
+         Run(CHAR, {}, label="character pair · diffusion")),
+        "The AR pane adds one token per line per pass; the diffusion pane fills whole blocks.",
+    ),
+    Lesson(
+        "pairs", "7 · Two small models, and the real one between them",
+        "The two embedded pairs bracket the real model. The **character pair** reads glyph by glyph and "
+        "knows where every character is, so it commits almost a whole block at its first pass. The "
+        "**subword pair** must infer where a token lies from the text before it, so its confident guesses "
+        "sit near the frontier and its far guesses are unsure: it commits near the frontier first (here "
+        "with `frontier_fallback`, so its unsure far guesses wait). The real 2.5B MinerU-Diffusion model "
+        "sits between: about 2-3 tokens per forward at threshold 0.95, from the release's speed figure.",
+        "Try it: both pairs on one clock",
+        (Run(CHAR, {}, label="character pair · release's sampler"),
+         Run(SUBWORD, FF, label="subword pair · frontier_fallback")),
+        "One pane is done after a few passes; the other fills each block from the left, pass by pass.",
     ),
 ]
 
 
-def settings_for(lesson: Lesson) -> dict:
-    return {**DEFAULTS, **lesson.settings}
-
-
-# The lessons run on the embedded pair whose decoding order is there to watch: the subword pair
-# (about 25 denoising steps per block on the sample) when installed. The character pair, the default
-# "nano", commits almost every token at its block's first step, so lessons 1-4 would each be over in
-# a few forwards (docs/app.md has both pairs' numbers).
-LESSON_FAMILIES = ("nano-subword", "nano")
-
-
-def lesson_model(available: list[str]) -> str:
-    """The model spec the lessons set: the first of LESSON_FAMILIES the picker offers."""
-    return next((spec for spec in LESSON_FAMILIES if spec in available), available[0] if available else "nano")
+def lesson_spec(family: str, available: list[str]) -> str:
+    """The model spec a lesson's run uses: its family when the picker offers it, else the default pair."""
+    if family in available:
+        return family
+    return CHAR if CHAR in available else (available[0] if available else CHAR)
 
 
 READING_GUIDE = """
@@ -101,8 +170,10 @@ READING_GUIDE = """
 * **Token states**: not yet reached (hidden) · masked (a ░ cell) · ghost guess (faded italic: the
   model's current guess, fainter when less sure) · committed this step (black outline) · committed
   earlier (coloured by confidence on the colour-blind-safe cividis ramp). Committed tokens below the
-  *Underline below* confidence are underlined, so low confidence is visible without colour. Text
-  decoded after the end-of-text token inside its block shows as small grey pips (∙) while its block is open, then is dropped.
+  *Underline below* confidence are underlined, so low confidence is visible without colour. **EOS**
+  marks the end of text, whichever pair wrote it. Positions the model filled after it, inside its
+  block, show as small grey pips (∙) while the block is open, then are dropped, as the decoder drops
+  them (tick *Keep discarded* to keep them drawn).
 * **Hover** a token or a box on the page: the five best candidates at the current step, when it was
   committed, and its guess history (how often the guess changed). **Click** to pin it; the page box
   and the token highlight each other.

@@ -6,11 +6,20 @@ from models import registry
 from models.registry import configured_models
 from mudiff_viz.core.errors import ModelLoadError
 
-# what each embedded pair is, for the picker (the default family is labelled by the weights it loads)
+# what each embedded pair is, for the picker (the default family is labelled by the weights it loads);
+# short, so the chosen label fits the box
 FAMILY_LABELS = {
-    "nano-char": "character pair: a pure glyph reader",
-    "nano-subword": "subword pair: paragraphs, a language prior (experimental)",
+    "nano-char": "character pair",
+    "nano-subword": "subword pair, experimental",
 }
+
+# The real models the page intro names: listed in the picker even when no checkpoint is configured,
+# so a newcomer sees they exist and how to enable them (choosing one says how, in one line).
+REAL_MODELS = (
+    ("MinerU-Diffusion-V1 2.5B", "mineru-diffusion", "MinerU-Diffusion-V1-0320-2.5B"),
+    ("MinerU2.5 1.2B (AR)", "mineru2.5", "MinerU2.5-2509-1.2B"),
+)
+SETUP = "setup:"  # the value of a real model's entry while it is not configured
 
 
 def family_of(spec: str) -> str | None:
@@ -43,7 +52,7 @@ def label(spec: str) -> str:
     if not registry.family_installed(family):
         return f"{spec} (weights not installed)"
     what = FAMILY_LABELS.get(registry.SHIPPED[family], "")
-    return f"{spec} (embedded{': ' + what if what else ''})"
+    return f"{spec} · {what}" if what else spec
 
 
 def choices() -> list[tuple[str, str]]:
@@ -51,8 +60,27 @@ def choices() -> list[tuple[str, str]]:
     return [(label(spec), spec) for spec in configured_models()]
 
 
+def setup_message(alias: str) -> str:
+    name, _, folder = next(m for m in REAL_MODELS if m[1] == alias)
+    return (f"{name} is not set up in this app: start it with MUDIFF_MODELS=/path/to/{folder} (a downloaded "
+            "checkpoint; several are comma-separated), see docs/real-models.md")
+
+
+def picker_choices() -> list[tuple[str, str]]:
+    """What the model pickers list: :func:`choices`, then each real model that is not configured,
+    labelled with how to enable it (its value makes a run say so in one line)."""
+    offered = choices()
+    specs = " ".join(spec.lower() for _, spec in offered)
+    extra = [(f"{name} · not set up: MUDIFF_MODELS", SETUP + alias) for name, alias, folder in REAL_MODELS
+             if alias not in specs and folder.lower() not in specs]
+    return offered + extra
+
+
 def check(spec: str, decoder: str) -> None:
-    """Raise ModelLoadError with a clear message when the chosen embedded twin is missing."""
+    """Raise ModelLoadError with a clear message when the chosen embedded twin is missing, or when
+    the choice is a real model's "not set up" entry."""
+    if spec.startswith(SETUP):
+        raise ModelLoadError(setup_message(spec[len(SETUP):]))
     family = family_of(spec)
     if family is not None and not registry.twin_installed(family, decoder):
         raise ModelLoadError(missing_message(decoder, family))

@@ -27,6 +27,7 @@ from mudiff_viz.probes.apply import DECODE_DPI, parse_word_list
 from mudiff_viz.probes.perturb import choose_words, page_words, word_at
 from mudiff_viz.probes.replay import file_sha256, find_source
 from mudiff_viz.ui.common import file_path, one_line
+from mudiff_viz.views.labels import counted
 from mudiff_viz.views.markdown import md_text
 
 PREVIEW_WIDTH = 620  # pixels: enough to click a word on a letter page
@@ -107,7 +108,7 @@ def load(file, number) -> Page:
         except UserInputError as exc:  # the renderer counts from 0; people (and this picker) from 1
             missing = re.match(rf"page {n - 1} does not exist: the PDF has (\d+) page", str(exc))
             if missing:
-                raise UserInputError(f"page {n} does not exist: the PDF has {missing.group(1)} pages") from None
+                raise UserInputError(f"page {n} does not exist: the PDF has {counted(int(missing.group(1)), 'page')}") from None
             raise
 
     return PAGES.get(key, make)
@@ -176,17 +177,18 @@ def preview(file, number, words_text: str | None = None, fraction: float | None 
     words = len(page_words(page))
     parts = [f"**{name}**", f"page {n} of {page.page_count}"]
     parts.append("text layer: ground truth available" if page.lines else "no text layer: lines are found in the pixels, no CER")
-    parts.append(f"{words} words")
+    parts.append(counted(words, "word"))
     if clicked:
-        parts.append(f"**{len(clicked)} word(s) chosen to occlude**")
+        parts.append(f"**{counted(len(clicked), 'word')} chosen to occlude**")
     elif drawn:
-        parts.append(f"**{len(drawn)} word(s) will be occluded**")
+        parts.append(f"**{counted(len(drawn), 'word')} will be occluded**")
     return Preview(image, page.page_count, n, " · ".join(parts), True)
 
 
 def _safe_number(value) -> int:
+    """The number as typed (the box keeps it, so the reason under the preview matches what it shows)."""
     try:
-        return max(1, int(float(value)))
+        return int(float(value))
     except (TypeError, ValueError):
         return 1
 

@@ -8,11 +8,14 @@ one line each, and a failed run never leaves the previous page's result on scree
 
 from __future__ import annotations
 
+import functools
+from typing import Callable
+
 import gradio as gr
 
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.probes.apply import ProbeSpec
-from mudiff_viz.ui.common import request_dir, safe_stem, write_text, write_trace
+from mudiff_viz.ui.common import one_line, request_dir, safe_stem, write_text, write_trace
 from mudiff_viz.views import figures, tables
 from mudiff_viz.views.diffs import diff_html
 from mudiff_viz.views.export import standalone_compare_html, standalone_html_from_payload, trace_title
@@ -51,6 +54,33 @@ def cleared(names: tuple[str, ...], status: str, waiting: str) -> dict:
     if "table" in names:
         out["table"] = gr.update(value=None)
     return out
+
+
+def failed(names: tuple[str, ...], reason: str) -> dict:
+    """Every output emptied and the one-line reason in the status and in the player: what a failed
+    run leaves on screen once the toast has gone (the same words as the CLI's ``error:`` line)."""
+    out = cleared(names, f"⚠ **The decode failed:** {md_text(reason, 400)}", f"⚠ The decode failed: {reason}")
+    out["player"]["failed"] = True
+    return out
+
+
+def shows_failure(names: tuple[str, ...]) -> Callable:
+    """For a run generator: when it fails, its last frame is :func:`failed` (the reason stays on
+    screen after the toast has gone, and no "Decoding…" is left behind); the error still propagates,
+    so the toast shows and an API client gets it."""
+
+    def wrap(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def gen(*args, **kwargs):
+            try:
+                yield from fn(*args, **kwargs)
+            except Exception as exc:
+                yield ordered(failed(names, one_line(exc)), names)
+                raise
+
+        return gen
+
+    return wrap
 
 
 def plot(fig) -> dict:

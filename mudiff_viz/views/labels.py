@@ -14,3 +14,8 @@ def decoder_label(decoder: str) -> str:
 
 def decoder_colour(decoder: str) -> str:
     return DECODER_COLOURS.get(decoder, OTHER_COLOUR)
+
+
+def counted(n: int, singular: str, plural: str | None = None) -> str:
+    """'1 word', '2 words', '1 forward pass' (``plural`` when adding an s is wrong)."""
+    return f"{n} {singular if n == 1 else (plural or singular + 's')}"

@@ -97,9 +97,14 @@ def token_correctness(region) -> list[int]:
     return out
 
 
-def slots(trace: Trace) -> dict:
-    """Columnar slot table plus the (region, position) -> slot index map."""
+def slots(trace: Trace, partial: bool = False) -> dict:
+    """Columnar slot table plus the (region, position) -> slot index map.
+
+    ``partial`` (a streamed snapshot): positions past a region's generated ones belong to the block
+    still being denoised (only its step records know them): they are *pending* tokens, shown with
+    the guess committed there so far, not filler."""
     region, pos, text, ids, commit, conf, box, stop, filler, correct, hidden = ([] for _ in range(11))
+    pending: list[int] = []
     index: dict[tuple[int, int], int] = {}
     starts = []
     spans = occluded_spans(trace)
@@ -114,19 +119,24 @@ def slots(trace: Trace) -> dict:
             stop.append(1 if t.stop else 0), filler.append(0)
     # filler: positions seen in steps beyond a region's tokens
     extra = sorted({(s.region, p) for s in trace.steps for p in s.positions if (s.region, p) not in index})
+    n_tokens = len(region)
     for ri, p in extra:
         index[(ri, p)] = len(region)
+        waiting = partial and p >= trace.regions[ri].n_generated
         region.append(ri), pos.append(p), text.append(""), ids.append(-1)
-        commit.append(-1), conf.append(0), box.append(None), stop.append(0), filler.append(1), correct.append(-1)
-        hidden.append(0)
+        commit.append(-1), conf.append(0), box.append(None), stop.append(0), filler.append(0 if waiting else 1)
+        correct.append(-1), hidden.append(0)
+        pending.append(int(waiting))
     opened = [-1] * len(region)
     for s in sorted(trace.steps, key=lambda s: s.forward):
         for p, c, cand, cf in zip(s.positions, s.committed, s.candidates, s.confidences):
             i = index[(s.region, p)]
             if opened[i] < 0:
                 opened[i] = s.forward
-            if c and filler[i]:
+            if c and i >= n_tokens:  # filler, or a pending token of the block in progress
                 commit[i], ids[i], conf[i] = s.forward, cand, round(cf * CONF_SCALE)
+                if not filler[i]:
+                    text[i] = trace.token_text(cand)
     for i in range(len(region)):  # traces recorded without steps: a slot opens when it commits
         if opened[i] < 0:
             opened[i] = max(0, commit[i])
@@ -145,7 +155,7 @@ def slots(trace: Trace) -> dict:
         "table": {
             "region": region, "pos": pos, "text": text, "id": ids, "commit": commit, "conf": conf,
             "box": box, "stop": stop, "filler": filler, "open": opened, "close": close, "correct": correct,
-            "occluded": hidden,
+            "occluded": hidden, "pending": [0] * n_tokens + pending,
         },
         "region_start": starts,
     }
@@ -255,7 +265,7 @@ def player_payload(trace: Trace, image_url: str | None = None, label: str | None
     ``partial``: the decode is still running (a streamed snapshot: more frames will follow under the
     same ``stream`` id, and the player keeps its place when they arrive)."""
     check_clock(trace)
-    sl = slots(trace)
+    sl = slots(trace, partial)
     n = trace.clock_length
     m = trace.metrics
     threshold = None if trace.is_autoregressive else trace.params.get("threshold")

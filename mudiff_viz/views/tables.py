@@ -5,7 +5,7 @@ from __future__ import annotations
 from mudiff_viz.core.align import diff_ops
 from mudiff_viz.core.metrics import order_correlation
 from mudiff_viz.core.trace import Trace
-from mudiff_viz.views.labels import decoder_label
+from mudiff_viz.views.labels import counted, decoder_label
 from mudiff_viz.views.markdown import md_text
 
 DIFF_COLOURS = {"substituted": "#e69f00", "expected": "#009e73", "extra": "#cc79a7", "missing": "#56b4e9"}
@@ -114,8 +114,8 @@ def summary_markdown(trace: Trace) -> str:
     m = trace.metrics
     parts = [
         f"**{decoder_label(trace.decoder)}** · {md_text(trace.model.name)}",
-        f"{len(trace.regions)} regions", f"{m.get('tokens')} tokens", f"NFE {m.get('nfe')}",
-        f"{m.get('tokens_per_forward')} tokens/forward", f"{trace.clock_length} forward passes",
+        counted(len(trace.regions), "region"), counted(m.get("tokens") or 0, "token"), f"NFE {m.get('nfe')}",
+        f"{m.get('tokens_per_forward')} tokens/forward", counted(trace.clock_length, "forward pass", "forward passes"),
         f"wall {_seconds(m.get('wall_s'))} s (prefill {_seconds(m.get('prefill_s'))} s)",
     ]
     if "cer" in m:

@@ -9,6 +9,7 @@ garbage as text.
 from __future__ import annotations
 
 from mudiff_viz.core.trace import Trace
+from mudiff_viz.views.labels import counted
 
 LOW_MEAN_CONFIDENCE = 0.75  # the shipped pair's clean pages sit well above 0.9
 LOW_TOKEN_SHARE = 0.3  # share of tokens under 0.5 confidence
@@ -36,7 +37,7 @@ def decode_warnings(trace: Trace) -> list[str]:
         big = [r for r in regions if (r.bbox[2] - r.bbox[0]) * (r.bbox[3] - r.bbox[1]) > 0.25 * page_area]
         short = [r for r in regions if len(r.text.strip()) < FEW_CHARS_PER_REGION]
         if big and trace.model.name.startswith("nano"):
-            out.append(f"Only {len(regions)} text region(s) were found, covering large parts of the page: the line "
+            out.append(f"Only {counted(len(regions), 'text region')} {'was' if len(regions) == 1 else 'were'} found, covering large parts of the page: the line "
                        "finder did not see printed text lines (a photo, a rotated scan, or a picture).")
         elif len(short) == len(regions):
             out.append("The regions found hold almost no text: this does not look like a page of printed text.")
