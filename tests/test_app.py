@@ -43,7 +43,7 @@ def decode_args(decoder="diffusion", **over) -> dict:
     from gradio_client import handle_file
 
     args = dict(file=handle_file(str(SAMPLE)), page_number=1, spec="nano", decoder=decoder, block_length=8, steps=8,
-                threshold=0.9, temperature=0.0, strategy="low_confidence_dynamic", seed=0, max_tokens=24)
+                threshold=0.9, temperature=0.0, strategy="low_confidence_dynamic", seed=0, max_new_tokens=24)
     args.update(over)
     return args
 
@@ -109,7 +109,7 @@ def test_compare_endpoint(client):
     from gradio_client import handle_file
 
     out = client.predict(file=handle_file(str(SAMPLE)), page_number=1, spec_diffusion="nano", spec_ar="nano",
-                         block_length=8, steps=8, threshold=0.9, strategy="low_confidence_dynamic", max_tokens=16,
+                         block_length=8, steps=8, threshold=0.9, strategy="low_confidence_dynamic", max_new_tokens=16,
                          api_name="/compare")
     out = named(out, COMPARE_OUTPUTS)
     payload, table = out["player"], out["table"]
@@ -129,7 +129,7 @@ def test_compare_endpoint(client):
 def test_decode_streams_frames_before_the_result(client):
     """The player gets the trace so far while the page decodes: partial frames with fewer tokens
     than the result arrive before it, under the result's stream id."""
-    job = client.submit(**decode_args("diffusion", max_tokens=24), api_name="/decode")
+    job = client.submit(**decode_args("diffusion", max_new_tokens=24), api_name="/decode")
     job.result()
     frames = [named(o, DECODE_OUTPUTS)["player"] for o in job.outputs()]
     final = frames[-1]

@@ -60,7 +60,7 @@ def decode(client, path: Path | str, decoder: str = "ar"):
 
     return client.predict(file=handle_file(str(path)), page_number=1, spec="nano", decoder=decoder, block_length=8,
                           steps=8, threshold=0.9, temperature=0.0, strategy="low_confidence_dynamic", seed=0,
-                          max_tokens=16, api_name="/decode")
+                          max_new_tokens=16, api_name="/decode")
 
 
 def library_message(path: Path) -> str:
@@ -147,12 +147,12 @@ def test_hostile_pages_in_the_other_tabs(client, corpus):
 
     message = app_error(lambda: client.predict(file=handle_file(str(corpus / "encrypted.pdf")), page_number=1,
                                                spec_diffusion="nano", spec_ar="nano", block_length=8, steps=8,
-                                               threshold=0.9, strategy="low_confidence_dynamic", max_tokens=16,
+                                               threshold=0.9, strategy="low_confidence_dynamic", max_new_tokens=16,
                                                api_name="/compare"))
     assert message == "PDF is password-protected"
     message = app_error(lambda: client.predict(file=handle_file(str(corpus / "many-pages.pdf")), page_number=1,
                                                level=1.0, seed=0, spec="nano", block_length=8, steps=8, threshold=0.9,
-                                               max_tokens=16, api_name="/shuffle"))
+                                               max_new_tokens=16, api_name="/shuffle"))
     assert message == library_message(corpus / "many-pages.pdf")
 
 

@@ -63,16 +63,17 @@ def test_fused_equals_eager_on_the_test_backend(knobs):
     assert len(fused.steps) > len({s.forward for s in fused.steps})  # rows were batched in one forward
 
 
-def test_fused_equals_eager_on_the_embedded_pair():
+@pytest.mark.parametrize("pair", ["nano-char", "nano-subword"])
+def test_fused_equals_eager_on_the_embedded_pair(pair):
     """Batched regions finish their blocks at different steps: the fused loop forwards them all."""
     from mudiff_viz.inputs.pages import load_page
     from mudiff_viz.probes.replay import SAMPLES
 
     torch.set_num_threads(1)
     page = load_page(SAMPLES / "courier-short.pdf")
-    eager, fused = both(lambda p: decode_page(page, model="nano-char", decoder="diffusion", params=p),
+    eager, fused = both(lambda p: decode_page(page, model=pair, decoder="diffusion", params=p),
                         block_length=16, steps=16, threshold=0.95, max_new_tokens=96)
-    assert timeless(fused) == timeless(eager) and fused.metrics["cer"] < 0.05
+    assert timeless(fused) == timeless(eager) and fused.metrics["cer"] < (0.05 if pair == "nano-char" else 0.35)
     finishing = {}
     for s in eager.steps:
         finishing.setdefault((s.block, s.forward), set()).add(s.region)

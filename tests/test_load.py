@@ -103,7 +103,7 @@ def decode(client, path: Path, decoder: str, max_tokens: int = 24):
 
     out = client.predict(file=handle_file(str(path)), page_number=1, spec="nano", decoder=decoder, block_length=8,
                          steps=8, threshold=0.9, temperature=0.0, strategy="low_confidence_dynamic", seed=0,
-                         max_tokens=max_tokens, api_name="/decode")
+                         max_new_tokens=max_tokens, api_name="/decode")
     files = out[-1]["value"] if isinstance(out[-1], dict) else out[-1]
     return out[0], out[2], files[0]
 
@@ -195,11 +195,11 @@ def test_soak_memory_stays_flat(server, tmp_path):
         assert payload["kind"] == "mudiff-player"
         if i % 10 == 5:  # mixed use: a comparison, a replay in the trace viewer, a probe grid now and then
             client.predict(file=handle_file(str(path)), page_number=1, spec_diffusion="nano", spec_ar="nano", block_length=8,
-                           steps=8, threshold=0.9, strategy="low_confidence_dynamic", max_tokens=16, api_name="/compare")
+                           steps=8, threshold=0.9, strategy="low_confidence_dynamic", max_new_tokens=16, api_name="/compare")
             client.predict(files=[handle_file(trace_path)], page_file=None, api_name="/view_trace")
         if i % 50 == 25:
             client.predict(file=handle_file(str(path)), page_number=1, level=1.0, seed=i, spec="nano", block_length=8,
-                           steps=8, threshold=0.9, max_tokens=16, api_name="/shuffle")
+                           steps=8, threshold=0.9, max_new_tokens=16, api_name="/shuffle")
         if i + 1 == SOAK_WARMUP or i + 1 == SOAK_DECODES:
             time.sleep(0.5)
             rss.append(psutil.Process(proc.pid).memory_info().rss)

@@ -157,7 +157,7 @@ def test_shuffle_endpoint_returns_four_traces(client):
     from gradio_client import handle_file
 
     out = client.predict(file=handle_file(str(SAMPLE)), page_number=1, level=0.5, seed=2, spec="nano", block_length=8,
-                         steps=8, threshold=0.9, max_tokens=24, api_name="/shuffle")
+                         steps=8, threshold=0.9, max_new_tokens=24, api_name="/shuffle")
     status, payload, table, *diffs, files = (value(x) for x in out)
     assert "our reconstruction" in status and "level 0.5, seed 2" in status
     assert payload["layout"] == "grid" and len(payload["panes"]) == 4
@@ -177,7 +177,7 @@ def test_shuffle_endpoint_returns_four_traces(client):
 
 
 def test_shuffle_bench_endpoint(client):
-    out = client.predict(levels=[0.0, 1.0], seeds=1, spec="nano", block_length=8, steps=8, threshold=0.9, max_tokens=16,
+    out = client.predict(levels=[0.0, 1.0], seeds=1, spec="nano", block_length=8, steps=8, threshold=0.9, max_new_tokens=16,
                          api_name="/shuffle_bench")
     status, fig, table, files = (value(x) for x in out)
     assert "our reconstruction" in status and "diffusion: CER" in status and "ar: CER" in status
@@ -194,4 +194,4 @@ def test_shuffle_bench_endpoint(client):
 def test_shuffle_needs_a_page(client):
     with pytest.raises(Exception, match="choose a page first"):
         client.predict(file=None, page_number=1, level=0.5, seed=0, spec="nano", block_length=8, steps=8, threshold=0.9,
-                       max_tokens=24, api_name="/shuffle")
+                       max_new_tokens=24, api_name="/shuffle")

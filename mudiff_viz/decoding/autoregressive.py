@@ -19,7 +19,7 @@ from mudiff_viz.decoding.sampling import Sampler
 from mudiff_viz.decoding.scheduler import step_output
 from mudiff_viz.decoding.settings import DecodeParams
 
-CHUNK = 32  # tokens per unit of work: records move to the host, progress and snapshots, as per block
+CHUNK = 16  # tokens per unit of work: records move to the host, progress and snapshots, as per block
 
 
 @torch.inference_mode()
@@ -48,6 +48,8 @@ def decode_autoregressive(backend: NextTokenModel, page, regions, params: Decode
         if (t + 1) % CHUNK == 0:
             run.block_done(t + 1, params.max_new_tokens)
         if not bool(keep.any()) or run.halt():
+            if (t + 1) % CHUNK:
+                run.block_done(t + 1, params.max_new_tokens)  # the last, shorter unit of work
             break
         rows, x = rows[keep], x[keep, 0]
         logits = backend.next_logits(ctx, x, rows)

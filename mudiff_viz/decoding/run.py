@@ -24,7 +24,8 @@ from mudiff_viz.decoding.stopping import stopping_for
 
 
 class Clock:
-    """Wall-clock time of each forward on the shared clock, taken at the loop's own sync points."""
+    """Wall-clock time of each forward on the shared clock (``times[i]``: when forward ``i`` finished),
+    taken at the loop's own sync points; ``DecodeRun.advance`` appends them."""
 
     def __init__(self) -> None:
         self.t0 = time.perf_counter()
@@ -36,10 +37,6 @@ class Clock:
 
     def mark_prefill(self) -> None:
         self.prefill_s = self.now()
-
-    def tick(self) -> None:
-        """The forward for the next clock index has finished (called right after a host sync)."""
-        self.times.append(self.now())
 
     def time_of(self, forward: int) -> float:
         return self.times[forward] if forward < len(self.times) else (self.times[-1] if self.times else 0.0)

@@ -12,7 +12,7 @@ from mudiff_viz.probes.apply import probe_spec
 from mudiff_viz.probes.replay import page_for_trace
 from mudiff_viz.ui import controls, jobs, models, results
 from mudiff_viz.ui.common import example_traces, user_errors
-from mudiff_viz.ui.decode_tab import knobs_dict, prepare_page
+from mudiff_viz.ui.decode_tab import prepare_page
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.slot import MODEL_WORK
 from mudiff_viz.views import tables
@@ -30,15 +30,13 @@ def _progress(progress, who: str):
 
 @user_errors
 @results.shows_failure(results.COMPARE_OUTPUTS)
-def run_compare(file, page_number, spec_diffusion, spec_ar, block_length, steps, threshold, strategy, max_tokens,
-                occlude_words="", occlude_fraction=0.0, degrade_dpi=150, blur=0.0, noise=0.0, jpeg=0, rotate=0.0,
-                probe_seed=0, progress=gr.Progress()):
+def run_compare(file, page_number, spec_diffusion, spec_ar, knobs: dict, occlude_words="", occlude_fraction=0.0,
+                degrade_dpi=150, blur=0.0, noise=0.0, jpeg=0, rotate=0.0, probe_seed=0, progress=gr.Progress()):
     """AR then diffusion on one page; yields a cleared screen, each decode as it grows, then both."""
     names = results.COMPARE_OUTPUTS
     yield results.ordered(results.cleared(names, "Decoding with AR, then diffusion…", "Decoding: AR first, then diffusion."),
                           names)
     probes = probe_spec(occlude_words, occlude_fraction, degrade_dpi, blur, noise, jpeg, rotate, probe_seed)
-    knobs = knobs_dict(block_length, steps, threshold, 0.0, strategy, 0, max_tokens)
     spec_ar, spec_diffusion = spec_ar or "nano", spec_diffusion or "nano"
     models.check(spec_ar, "ar")
     models.check(spec_diffusion, "diffusion")
@@ -116,9 +114,8 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
 
     controls.wire_picker(picker, perturb)
     outputs = [status, warning, player, table, diff_note, diff_ar, diff_d, fig_fwd, fig_wall, fig_conf, fig_order, files]
-    inputs = [picker.file, picker.number, model_d, model_a, *knobs.values(("block_length", "steps", "threshold", "strategy",
-                                                                             "max_new_tokens")), *perturb.inputs]
-    run.click(run_compare, inputs, outputs, concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="compare",
+    inputs = [picker.file, picker.number, model_d, model_a, *knobs.values(), *perturb.inputs]
+    run.click(controls.with_knobs(run_compare, 4, knobs.names()), inputs, outputs, concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="compare",
               scroll_to_output=True, show_progress="minimal")
     example.click(compare_examples, None, outputs, api_name="compare_examples", scroll_to_output=True)
     return {"picker": picker, "run": run}

@@ -4,13 +4,16 @@ defaults and ranges) and the Perturb panel (occlusion and degradation probes).""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import gradio as gr
 
 from mudiff_viz.core.limits import current as current_limits
-from mudiff_viz.decoding.settings import KNOB, Knob
+from mudiff_viz.decoding.settings import DIFFUSION, KNOB, KNOBS, Knob
 from mudiff_viz.ui import pagework
 from mudiff_viz.ui.common import PAGE_TYPES, sample_paths
 
@@ -60,14 +63,78 @@ def preview_outputs(file, number, words_text=None, fraction=None, seed=0):
     return p.image, number_update, p.info
 
 
+# The app's wording for some knobs (the CLI and the error messages use ``Knob.label``).
+UI_LABELS = {"steps": "Steps per block (max)", "threshold": "Confidence threshold", "strategy": "Remasking strategy",
+             "temperature": "Temperature (0 = deterministic)", "max_new_tokens": "Max tokens per region"}
+
+
+def knob_names() -> tuple[str, ...]:
+    """Every decode knob, in :data:`KNOBS` order: the order a tab showing them all passes their values."""
+    return tuple(k.name for k in KNOBS)
+
+
+def knob_values(names: Sequence[str], values: Sequence) -> dict:
+    """Controls' values as ``make_params`` keywords, by knob name. Numbers are cast to the knob's
+    type when that loses nothing and an emptied field is the knob's default; everything else is
+    checked by ``make_params``, with the CLI's one-line messages."""
+    out = {}
+    for name, value in zip(names, values):
+        knob = KNOB[name]
+        if value is None or value == "":
+            value = knob.default
+        elif knob.kind is int and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        elif knob.kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        out[name] = value
+    return out
+
+
+def with_knobs(handler, lead: int, names: Sequence[str]):
+    """``handler(*lead_args, knobs: dict, *rest)`` as Gradio sees it: one parameter per knob in
+    ``names`` (the API names them as the knobs are named everywhere), so a tab's inputs are its knob
+    controls in that order and no handler lists knobs by hand. Generators stay generators (streaming)."""
+    sig = inspect.signature(handler)
+    params = list(sig.parameters.values())
+    head, rest = params[:lead], params[lead + 1 :]
+    knob_params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=KNOB[n].default) for n in names]
+    shown = sig.replace(parameters=[p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in head + knob_params + rest])
+
+    def split(args, kwargs):
+        bound = shown.bind(*args, **kwargs)
+        bound.apply_defaults()
+        got = bound.arguments
+        knobs = knob_values(names, [got[n] for n in names])
+        return [got[p.name] for p in head], knobs, {p.name: got[p.name] for p in rest}
+
+    if inspect.isgeneratorfunction(handler):
+        @functools.wraps(handler)
+        def gen_wrapper(*args, **kwargs):
+            lead_args, knobs, rest_kwargs = split(args, kwargs)
+            yield from handler(*lead_args, knobs, **rest_kwargs)
+
+        wrapper = gen_wrapper
+    else:
+        @functools.wraps(handler)
+        def wrapper(*args, **kwargs):
+            lead_args, knobs, rest_kwargs = split(args, kwargs)
+            return handler(*lead_args, knobs, **rest_kwargs)
+
+    del wrapper.__wrapped__  # Gradio must see the knob parameters, not the handler's own
+    wrapper.__signature__ = shown
+    return wrapper
+
+
 def knob_control(knob: Knob, hi: float | None = None, label: str | None = None, **kwargs) -> gr.components.Component:
-    """One control for a decode knob: a dropdown for names, a slider for ranges, a number for seeds."""
-    label = label or knob.label
+    """One control for a decode knob: a dropdown for names, a slider for ranges, a number for seeds
+    (and for ranges too wide for a slider)."""
+    label = label or UI_LABELS.get(knob.name, knob.label)
     if knob.kind is str:
         return gr.Dropdown(list(knob.choices()), value=knob.default, label=label, info=knob.help, **kwargs)
-    if knob.name == "seed":
-        return gr.Number(value=knob.default, precision=0, minimum=0, label=label, info=knob.help, **kwargs)
     top = hi if hi is not None else (knob.ui_hi if knob.ui_hi is not None else knob.hi)
+    if knob.name == "seed" or knob.lo is None or top is None:
+        return gr.Number(value=knob.default, precision=0 if knob.kind is int else None, minimum=knob.lo, label=label,
+                         info=knob.help, **kwargs)
     return gr.Slider(knob.lo, top, value=knob.default, step=knob.step, label=label, info=knob.help, **kwargs)
 
 
@@ -79,42 +146,56 @@ class Knobs:
     controls: dict = field(default_factory=dict)
 
     def add(self, name: str, **kwargs) -> gr.components.Component:
+        if name == "max_new_tokens":  # the slider ends at the limit in force
+            kwargs.setdefault("hi", min(KNOB[name].ui_hi, current_limits().max_new_tokens))
+            kwargs.setdefault("min_width", 200)
         self.controls[name] = knob_control(KNOB[name], elem_id=f"{self.prefix}-{name.replace('_', '-')}", **kwargs)
         return self.controls[name]
 
     def __getitem__(self, name: str):
         return self.controls[name]
 
-    def values(self, names: tuple[str, ...]) -> list:
-        return [self.controls[n] for n in names]
+    def values(self, names: Sequence[str] | None = None) -> list:
+        return [self.controls[n] for n in (self.names() if names is None else names)]
+
+    def names(self) -> tuple[str, ...]:
+        """The knobs this tab shows, in the order they were added (the order its handler takes them)."""
+        return tuple(self.controls)
 
 
-def diffusion_knobs(knobs: Knobs, suffix: str = "") -> gr.Group:
-    """Block length, steps, threshold and strategy (what only the diffusion decoder reads)."""
+def _rows_of_two(knobs: Knobs, names: Sequence[str], suffix: str = "") -> None:
+    for i in range(0, len(names), 2):
+        with gr.Row():
+            for name in names[i : i + 2]:
+                knobs.add(name, label=UI_LABELS.get(name, KNOB[name].label) + suffix)
+
+
+def diffusion_knobs(knobs: Knobs, suffix: str = "", names: Sequence[str] | None = None) -> gr.Group:
+    """What only the diffusion decoder reads (block length, steps, threshold, strategy, and any
+    diffusion knob registered later), in a group the Decode tab hides for AR."""
+    names = names or [k.name for k in KNOBS if k.decoders == (DIFFUSION,) and not k.advanced]
     with gr.Group() as group:
-        with gr.Row():
-            knobs.add("block_length", label=KNOB["block_length"].label + suffix)
-            knobs.add("steps", label="Steps per block (max)" + suffix)
-        with gr.Row():
-            knobs.add("threshold", label="Confidence threshold" + suffix)
-            knobs.add("strategy", label="Remasking strategy" + suffix)
+        _rows_of_two(knobs, names, suffix)
     return group
 
 
-def max_tokens_control(knobs: Knobs) -> gr.Slider:
-    limit = min(KNOB["max_new_tokens"].ui_hi, current_limits().max_new_tokens)
-    return knobs.add("max_new_tokens", hi=limit, label="Max tokens per region", min_width=200)
+def max_tokens_control(knobs: Knobs) -> gr.components.Component:
+    return knobs.add("max_new_tokens")
 
 
-def sampling_knobs(knobs: Knobs) -> None:
-    """Temperature, seed, and (folded away) top-k / top-p."""
-    with gr.Row():
-        knobs.add("temperature", label="Temperature (0 = deterministic)")
-        knobs.add("seed", min_width=110)
-    with gr.Accordion("More sampling knobs (top-k, top-p)", open=False):
-        with gr.Row():
-            knobs.add("top_k")
-            knobs.add("top_p")
+def every_knob(knobs: Knobs) -> gr.Group:
+    """Every knob of :data:`KNOBS`, with nothing listed by hand: the diffusion-only ones (returned,
+    so the tab can hide them for AR), then the ones both decoders read, the token limit, and the
+    advanced ones folded away. A knob registered before the app is built appears here by itself."""
+    group = diffusion_knobs(knobs, names=[k.name for k in KNOBS if k.decoders == (DIFFUSION,) and not k.advanced])
+    _rows_of_two(knobs, [k.name for k in KNOBS if k.decoders != (DIFFUSION,) and not k.advanced
+                         and k.name != "max_new_tokens"])
+    max_tokens_control(knobs)
+    advanced = [k for k in KNOBS if k.advanced]
+    if advanced:
+        with gr.Accordion(f"More knobs ({', '.join(k.label.lower() for k in advanced)})", open=False):
+            _rows_of_two(knobs, [k.name for k in advanced])
+    return group
 
 
 PERTURB_HELP = ("Probes: change the page before decoding and see what each decoder leans on. **Occlusion** blanks "

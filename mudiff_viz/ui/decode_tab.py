@@ -15,18 +15,6 @@ from mudiff_viz.ui.slot import MODEL_WORK
 from mudiff_viz.views.labels import counted
 from mudiff_viz.views.page_image import image_data_url
 
-KNOB_ORDER = ("block_length", "steps", "threshold", "temperature", "strategy", "seed", "max_new_tokens", "top_k", "top_p")
-
-
-def knobs_dict(block_length, steps, threshold, temperature, strategy, seed, max_tokens, top_k=0, top_p=1.0) -> dict:
-    """The controls' values as make_params keywords (checked there: bad values are one-line errors)."""
-    return {
-        "block_length": int(block_length), "steps": int(steps), "threshold": float(threshold),
-        "temperature": float(temperature), "strategy": strategy, "seed": int(seed or 0),
-        "max_new_tokens": int(max_tokens), "top_k": int(top_k or 0), "top_p": float(top_p if top_p is not None else 1.0),
-    }
-
-
 def prepare_page(file, page_number, probes: ProbeSpec):
     """The page to decode: the previewed page from the cache, with the probes applied."""
     base = pagework.load(file, page_number)
@@ -46,14 +34,13 @@ def progress_callback(progress, decoder: str):
 
 @user_errors
 @results.shows_failure(results.DECODE_OUTPUTS)
-def run_decode(file, page_number, spec, decoder, block_length, steps, threshold, temperature, strategy, seed, max_tokens,
-               top_k=0, top_p=1.0, occlude_words="", occlude_fraction=0.0, degrade_dpi=150, blur=0.0, noise=0.0, jpeg=0,
-               rotate=0.0, probe_seed=0, progress=gr.Progress()):
-    """Decode one page; yields a cleared screen, then the trace as it grows, then the result."""
+def run_decode(file, page_number, spec, decoder, knobs: dict, occlude_words="", occlude_fraction=0.0, degrade_dpi=150,
+               blur=0.0, noise=0.0, jpeg=0, rotate=0.0, probe_seed=0, progress=gr.Progress()):
+    """Decode one page; yields a cleared screen, then the trace as it grows, then the result.
+    ``knobs``: every decode knob by name (the tab wires one control per knob: controls.with_knobs)."""
     names = results.DECODE_OUTPUTS
     yield results.ordered(results.cleared(names, "Decoding…", "Decoding: the first frame appears after the first denoising step."), names)
     probes = probe_spec(occlude_words, occlude_fraction, degrade_dpi, blur, noise, jpeg, rotate, probe_seed)
-    knobs = knobs_dict(block_length, steps, threshold, temperature, strategy, seed, max_tokens, top_k, top_p)
     progress(0, desc="loading the page" + (" and applying the probes" if probes.active else ""))
     page = prepare_page(file, page_number, probes)
     image = image_data_url(page.image)
@@ -114,9 +101,7 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> DecodeTa
     with gr.Row(equal_height=False):
         picker = controls.page_picker("decode", default)
         with gr.Column(scale=5, min_width=320):
-            diffusion_group = controls.diffusion_knobs(knobs)
-            controls.sampling_knobs(knobs)
-            controls.max_tokens_control(knobs)
+            diffusion_group = controls.every_knob(knobs)
             perturb = controls.perturb_panel("decode")
     status = gr.Markdown(elem_id="decode-status")
     warning = gr.Markdown(visible=False, elem_id="decode-warning", elem_classes="mudiff-warning")
@@ -132,8 +117,8 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> DecodeTa
     controls.wire_picker(picker, perturb)
     decoder.change(lambda d: gr.update(visible=d == "diffusion"), decoder, diffusion_group, queue=False,
                    api_visibility="private")
-    inputs = [picker.file, picker.number, model, decoder, *knobs.values(KNOB_ORDER), *perturb.inputs]
+    inputs = [picker.file, picker.number, model, decoder, *knobs.values(), *perturb.inputs]
     outputs = [status, warning, player, fig_order, fig_conf, fig_tpf, downloads]
-    run.click(run_decode, inputs, outputs, concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="decode",
+    run.click(controls.with_knobs(run_decode, 4, knobs.names()), inputs, outputs, concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="decode",
               scroll_to_output=True, show_progress="minimal")
     return DecodeTab(picker, knobs, decoder, model, run, inputs, outputs)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-DEFAULTS = {"decoder": "diffusion", "block_length": 32, "steps": 32, "threshold": 0.95, "temperature": 0.0,
-            "strategy": "low_confidence_dynamic"}
+from mudiff_viz.decoding.settings import KNOBS
+
+DEFAULTS = {"decoder": "diffusion", **{k.name: k.default for k in KNOBS}}  # a lesson's run changes some of them
 
 CHAR, SUBWORD = "nano", "nano-subword"  # the two embedded pairs (the default "nano" is the character pair)
 PAIR_NAMES = {CHAR: "character pair", SUBWORD: "subword pair"}

@@ -15,7 +15,6 @@ from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.settings import KNOB
 from mudiff_viz.ui import howitworks, jobs, models, pagework, results
 from mudiff_viz.ui.common import default_sample, user_errors
-from mudiff_viz.ui.decode_tab import knobs_dict
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.slot import MODEL_WORK
 from mudiff_viz.views.labels import counted
@@ -83,8 +82,7 @@ def run_lesson(key: str):
     traces: list[Trace] = []
     for run, spec in zip(lesson.runs, specs):
         s = howitworks.run_settings(run)
-        knobs = knobs_dict(s["block_length"], s["steps"], s["threshold"], s["temperature"], s["strategy"], 0,
-                           KNOB["max_new_tokens"].default)
+        knobs = {k: v for k, v in s.items() if k in KNOB}
         trace = None
         for done, trace in jobs.streamed(lambda snap, spec=spec, run=run, knobs=knobs:
                                          jobs.decode_job(page, spec, run.decoder, knobs, None, snap)):

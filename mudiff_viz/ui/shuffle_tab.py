@@ -22,7 +22,6 @@ from mudiff_viz.probes.pairs import DECODERS, ShufflePages, decode_grid, probe_p
 from mudiff_viz.probes.replay import file_sha256, find_source
 from mudiff_viz.ui import controls, models, pagework
 from mudiff_viz.ui.common import file_path, request_dir, safe_stem, sample_paths, user_errors, write_trace
-from mudiff_viz.ui.decode_tab import knobs_dict
 from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.results import cleared, ordered
@@ -114,13 +113,13 @@ def make_pages(file, page_number, probe: str, level, seed, occlude_fraction, deg
 
 
 @user_errors
-def run_shuffle(file, page_number, level, seed, spec, block_length, steps, threshold, max_tokens, probe="shuffle",
-                occlude_fraction=0.1, degrade_dpi=72, blur=0.0, noise=0.0, jpeg=0, rotate=0.0, progress=gr.Progress()):
+def run_shuffle(file, page_number, level, seed, spec, knobs: dict, probe="shuffle", occlude_fraction=0.1, degrade_dpi=72,
+                blur=0.0, noise=0.0, jpeg=0, rotate=0.0, progress=gr.Progress()):
     """Probe one page and decode both pages with both decoders; the grid, scores, diffs, files."""
     yield ordered(cleared(OUTPUTS, "Preparing the pages…", "Decoding four times: both decoders on both pages."), OUTPUTS)
     progress(0, desc="preparing the control and the probed page")
     pages = make_pages(file, page_number, probe, level, seed, occlude_fraction, degrade_dpi, blur, noise, jpeg, rotate)
-    knobs = knobs_dict(block_length, steps, threshold, 0.0, "low_confidence_dynamic", int(seed or 0), max_tokens)
+    knobs = {"seed": int(seed or 0), **knobs}  # the probe's seed seeds the sampler too (the other knobs: their defaults)
     progress(0, desc="loading the models and encoding the pages")
     traces = shuffle_job(pages, spec or "nano", knobs, None if ON_ZERO_GPU else _grid_progress(progress))
     yield ordered(shuffle_outputs(pages, traces, Path(file_path(file)).name), OUTPUTS)
@@ -164,14 +163,13 @@ def bundled_bench_pages():
 
 
 @user_errors
-def run_shuffle_bench(levels, seeds, spec, block_length, steps, threshold, max_tokens, progress=gr.Progress()):
+def run_shuffle_bench(levels, seeds, spec, knobs: dict, progress=gr.Progress()):
     """The benchmark over the bundled samples: summary, figure, table, downloads."""
     chosen = sorted({float(v) for v in (levels or [])})
     if not chosen:
         raise UserInputError("tick at least one shuffle level")
     progress(0, desc="loading the bundled samples")
     pages = bundled_bench_pages()
-    knobs = knobs_dict(block_length, steps, threshold, 0.0, "low_confidence_dynamic", 0, max_tokens)
     cb = None if ON_ZERO_GPU else (lambda done, total, msg: progress((done, total), desc=msg, unit="decodes"))
     result = bench_job(pages, chosen, int(seeds or 1), spec or "nano", knobs, cb)
     paths = write_outputs(result, request_dir() / "shuffle-bench")
@@ -246,11 +244,11 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
     controls.wire_picker(picker)
     probe.change(lambda p: tuple(gr.update(visible=p == k) for k in ("shuffle", "occlude", "degrade")), probe,
                  [shuffle_box, occlude_box, degrade_box], queue=False, api_visibility="private")
-    knob_inputs = knobs.values(("block_length", "steps", "threshold", "max_new_tokens"))
-    run.click(run_shuffle, [picker.file, picker.number, level, seed, model, *knob_inputs, probe, fraction, dpi, blur, noise,
+    knob_inputs, names = knobs.values(), knobs.names()
+    run.click(controls.with_knobs(run_shuffle, 5, names), [picker.file, picker.number, level, seed, model, *knob_inputs, probe, fraction, dpi, blur, noise,
                             jpeg, rotate],
               [status, player, table, *diffs, files], concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="shuffle",
               scroll_to_output=True, show_progress="minimal")
-    bench.click(run_shuffle_bench, [levels, seeds, model, *knob_inputs], [bench_status, bench_fig, bench_table, bench_files],
+    bench.click(controls.with_knobs(run_shuffle_bench, 3, names), [levels, seeds, model, *knob_inputs], [bench_status, bench_fig, bench_table, bench_files],
                 concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="shuffle_bench")
     return {"picker": picker}
