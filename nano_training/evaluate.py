@@ -50,8 +50,8 @@ def page_row(label: str, page: Page, setting: str, trace, seconds: float) -> dic
     ref = page.text
     return {
         "page": label, "setting": setting, "edits": round(cer(trace.text, ref) * len(ref)), "chars": len(ref),
-        "tokens": trace.metrics["tokens"], "nfe": trace.metrics["nfe"], "seconds": round(seconds, 3),
-        "prefill_s": trace.metrics["prefill_s"], "first_step_share": first_step_share(trace),
+        "tokens": trace.metrics.tokens, "nfe": trace.metrics.nfe, "seconds": round(seconds, 3),
+        "prefill_s": trace.metrics.prefill_s, "first_step_share": first_step_share(trace),
         "steps_per_block": mean_steps_per_block(trace),
     }
 

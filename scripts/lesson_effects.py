@@ -48,9 +48,9 @@ def main() -> None:
         trace = decode_page(page, model=args.model, decoder=decoder, params=make_params(**knobs))
         changed = ", ".join(f"{k} {v}" for k, v in lesson.settings.items()) or ("AR twin" if decoder == "ar" else "defaults")
         m = trace.metrics
-        print(f"| {lesson.title} | {changed} | {trace.clock_length} | {fmt(m.get('tokens_per_forward'))} | "
+        print(f"| {lesson.title} | {changed} | {trace.clock_length} | {fmt(m.tokens_per_forward)} | "
               f"{fmt(first_step_share(trace), pct=True)} | {fmt(None if decoder == 'ar' else mean_steps_per_block(trace))} | "
-              f"{fmt(order_correlation(trace))} | {fmt(m.get('cer'), pct=True)} |")
+              f"{fmt(order_correlation(trace))} | {fmt(m.cer, pct=True)} |")
 
 
 if __name__ == "__main__":

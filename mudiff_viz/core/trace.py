@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import math
 import re
 import types
 import typing
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,14 +118,64 @@ class StepRecord:
     forced: int = 0  # positions force-committed at the step limit (MASK sampled)
 
 
+def when_set(default: Any = None) -> Any:
+    """A field written to JSON only when it is not None (absent from the object otherwise)."""
+    return field(default=default, metadata={"when_set": True})
+
+
+def written_when_set(f: dataclasses.Field) -> bool:
+    return bool(f.metadata.get("when_set"))
+
+
+@dataclass
+class Metrics(Mapping):
+    """Counts and times of a decode (built once, by ``decoding/build.py: run_metrics``).
+
+    Attributes are typed; the object also reads like the JSON it is written as (``m["nfe"]``,
+    ``m.get("cer")``, ``"truncated" in m``, ``dict(m)``): the keys are the fields that are present,
+    a :func:`when_set` field only when it is set.
+    """
+
+    nfe: int  # forwards per sequence: denoising forwards + commit_passes
+    commit_passes: int  # one per (region, block): the forward that stores a finished block (0 for AR)
+    batched_forwards: int  # model calls (a batched forward over many regions counts once)
+    tokens: int  # tokens committed, stop tokens included
+    text_chars: int
+    tokens_per_forward: float  # tokens / nfe
+    wall_s: float
+    prefill_s: float  # vision encoder + prompt prefill
+    decode_s: float  # wall_s - prefill_s
+    time_to_first_token_s: float
+    regions_decoded: int | None = when_set()  # per-region decodes merged into this trace (decoding/sequential.py)
+    cer: float | None = when_set()  # against gt_text, when the page has a ground truth
+    truncated: str | None = when_set()  # why the decode stopped early (a time limit)
+
+    def __getitem__(self, key: str) -> Any:
+        f = self.__dataclass_fields__.get(key) if isinstance(key, str) else None
+        value = getattr(self, key) if f is not None else None
+        if f is None or (value is None and written_when_set(f)):
+            raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return (f.name for f in dataclasses.fields(self) if not (written_when_set(f) and getattr(self, f.name) is None))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object: fields in order, unset :func:`when_set` fields left out."""
+        return {k: self[k] for k in self}
+
+
 @dataclass
 class Trace:
     decoder: str  # a registered decoder: "diffusion" | "ar"
     model: ModelRecord
-    params: dict[str, Any]
+    params: dict[str, Any]  # the knobs the decoder read (decoding/settings.py: KNOBS) and what the loop adds
     page: PageRecord
     text: str
-    metrics: dict[str, Any]
+    metrics: Metrics
     regions: list[RegionRecord]
     steps: list[StepRecord]
     gt_text: str | None = None
@@ -159,6 +211,7 @@ class Trace:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        d["metrics"] = self.metrics.to_dict()
         return {"schema_version": d.pop("schema_version"), **d}
 
     def to_json(self) -> str:
@@ -203,6 +256,16 @@ class Trace:
         return Trace.from_dict(obj)
 
 
+def clock_bound(n_steps: int, n_tokens: int) -> int:
+    """The longest clock (forwards) a trace with this many step records and tokens can have.
+
+    A real clock has at most one forward per step record, plus one per committed token (traces
+    recorded without steps) and per block commit. Viewers allocate per-forward arrays, so a clock
+    value at or past this bound is refused: a tiny file must not claim a clock of 10^9.
+    """
+    return 2 * (n_steps + n_tokens) + 16
+
+
 def check_depth(data: str | bytes, max_depth: int) -> None:
     """Refuse deeply nested JSON before parsing it (brackets outside strings)."""
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
@@ -229,7 +292,9 @@ def check_depth(data: str | bytes, max_depth: int) -> None:
 # ---- building records from JSON ---------------------------------------------------------------------
 
 
+@functools.cache
 def _hints(cls) -> dict[str, Any]:
+    """A record's field types (resolved once per class: resolving is most of a load's time)."""
     return typing.get_type_hints(cls)
 
 
@@ -360,22 +425,21 @@ def validate(d: Any) -> None:
     for i, occ in enumerate(page.get("occluded", [])):
         _box(occ["box"], f"page.occluded[{i}].box")
     regions, steps = d["regions"], d["steps"]
-    n_tokens = sum(len(r["tokens"]) for r in regions)
-    clock_limit = 2 * len(steps) + 2 * n_tokens + 16
+    bound = clock_bound(len(steps), sum(len(r["tokens"]) for r in regions))
     for ri, r in enumerate(regions):
         p = f"regions[{ri}]"
         _box(r["bbox"], f"{p}.bbox")
         for ti, t in enumerate(r["tokens"]):
             tp = f"{p}.tokens[{ti}]"
-            if not 0 <= t["commit_forward"] <= clock_limit:
-                _fail(f"{tp}.commit_forward", f"is {t['commit_forward']}: must be in 0..{clock_limit}")
+            if not 0 <= t["commit_forward"] < bound:
+                _fail(f"{tp}.commit_forward", f"is {t['commit_forward']}: must be in 0..{bound - 1}")
             if not 0.0 <= t["confidence"] <= 1.0:
                 _fail(f"{tp}.confidence", "must be in [0, 1]")
             _box(t.get("box"), f"{tp}.box")
     for si, s in enumerate(steps):
         sp = f"steps[{si}]"
-        if not 0 <= s["forward"] <= clock_limit:
-            _fail(f"{sp}.forward", f"is {s['forward']}: must be in 0..{clock_limit}")
+        if not 0 <= s["forward"] < bound:
+            _fail(f"{sp}.forward", f"is {s['forward']}: must be in 0..{bound - 1}")
         if not 0 <= s["region"] < len(regions):
             _fail(f"{sp}.region", f"is {s['region']}, but there are {len(regions)} regions")
         n = len(s["positions"])
@@ -460,6 +524,6 @@ def check_invariants(trace: Trace) -> list[str]:
         if r.text != "".join(t.text for t in r.tokens if not t.stop):
             problems.append(f"region {ri}: text does not match its tokens")
     m = trace.metrics
-    if recorded and "nfe" in m and m["nfe"] != len(trace.steps) + m.get("commit_passes", 0):
-        problems.append(f"metrics.nfe {m['nfe']} != {len(trace.steps)} steps + {m.get('commit_passes', 0)} commit passes")
+    if recorded and m.nfe != len(trace.steps) + m.commit_passes:
+        problems.append(f"metrics.nfe {m.nfe} != {len(trace.steps)} steps + {m.commit_passes} commit passes")
     return problems
