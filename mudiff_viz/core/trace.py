@@ -70,13 +70,13 @@ class Occlusion:
 
 @dataclass
 class PageRecord:
-    width: float
+    width: float  # pixels of the rendered page image (all coordinates are in these)
     height: float
-    source: str = ""
-    page_index: int = 0
+    source: str = ""  # the input's file name or sample name
+    page_index: int = 0  # which page of a PDF (0-based)
     page_count: int = 1
-    dpi: float | None = None
-    sha256: str = ""
+    dpi: float | None = None  # PDF render resolution (PDF points * dpi / 72 = pixels)
+    sha256: str = ""  # of the input file
     exif_orientation: int | None = None  # EXIF tag the image was turned upright by (None: none)
     occluded: list[Occlusion] = field(default_factory=list)
     probes: dict[str, Any] = field(default_factory=dict)  # what was done to the page: shuffle, occlude, degrade
@@ -87,18 +87,18 @@ class TokenRecord:
     text: str
     id: int
     commit_forward: int  # the forward that committed it
-    commit_time_s: float
-    confidence: float
-    box: list[float] | None = None
-    stop: bool = False
+    commit_time_s: float  # seconds since the request started
+    confidence: float  # its probability when committed, in [0, 1]
+    box: list[float] | None = None  # [x0, y0, x1, y1] on the page, when it could be placed
+    stop: bool = False  # the stop token (text "")
 
 
 @dataclass
 class RegionRecord:
-    bbox: list[float]
-    text: str = ""
+    bbox: list[float]  # [x0, y0, x1, y1] on the page
+    text: str = ""  # the decoded text, stop token excluded
     tokens: list[TokenRecord] = field(default_factory=list)
-    gt_text: str | None = None
+    gt_text: str | None = None  # the region's ground truth (a PDF's text layer, a sample's sidecar)
     kind: str = "text"  # text | title | table | formula | layout | page ...
     n_generated: int = 0  # positions decoded, including filler after the stop
     prefill_s: float = 0.0
@@ -106,13 +106,13 @@ class RegionRecord:
 
 @dataclass
 class StepRecord:
-    forward: int
-    region: int
-    block: int
-    time_s: float
-    positions: list[int]
-    candidates: list[int]
-    confidences: list[float]
+    forward: int  # the forward on the shared clock that produced this step
+    region: int  # index into regions
+    block: int  # the region's block being denoised
+    time_s: float  # when the forward finished, seconds since the request started
+    positions: list[int]  # the block's still-masked positions (absolute, in the region's output)
+    candidates: list[int]  # the model's current guess at each position (token ids)
+    confidences: list[float]  # each guess's probability
     committed: list[int]  # 1 where the position was committed at this step, aligned with positions
     topk: list[list[list[float]]]  # per position: [[id, p], ...] best first
     forced: int = 0  # positions force-committed at the step limit (MASK sampled)
@@ -140,12 +140,12 @@ class Metrics(Mapping):
     commit_passes: int  # one per (region, block): the forward that stores a finished block (0 for AR)
     batched_forwards: int  # model calls (a batched forward over many regions counts once)
     tokens: int  # tokens committed, stop tokens included
-    text_chars: int
+    text_chars: int  # characters of text
     tokens_per_forward: float  # tokens / nfe
-    wall_s: float
+    wall_s: float  # the whole request, seconds
     prefill_s: float  # vision encoder + prompt prefill
     decode_s: float  # wall_s - prefill_s
-    time_to_first_token_s: float
+    time_to_first_token_s: float  # the first commit's time
     regions_decoded: int | None = when_set()  # per-region decodes merged into this trace (decoding/sequential.py)
     cer: float | None = when_set()  # against gt_text, when the page has a ground truth
     truncated: str | None = when_set()  # why the decode stopped early (a time limit)
@@ -174,11 +174,11 @@ class Trace:
     model: ModelRecord
     params: dict[str, Any]  # the knobs the decoder read (decoding/settings.py: KNOBS) and what the loop adds
     page: PageRecord
-    text: str
+    text: str  # the content regions' text joined by newlines
     metrics: Metrics
     regions: list[RegionRecord]
-    steps: list[StepRecord]
-    gt_text: str | None = None
+    steps: list[StepRecord]  # one per (region, denoising forward); empty when recorded without steps
+    gt_text: str | None = None  # the page's ground truth when every region has one
     vocab: dict[str, str] = field(default_factory=dict)  # id -> display text for ids in tokens and top-k
     schema_version: int = SCHEMA_VERSION
 
