@@ -1,7 +1,7 @@
 """Evaluate an embedded pair on held-out synthetic pages (text never used in training).
 
-    python -m nano_training.evaluate --pair nano-subword --out docs/nano-subword-eval.json
-    python -m nano_training.evaluate --pair nano-char --out docs/nano-char-eval.json
+    python -m nano_training.evaluate --pair nano-subword --out docs/results/nano-eval/nano-subword-eval.json
+    python -m nano_training.evaluate --pair nano-char --out docs/results/nano-eval/nano-char-eval.json
     python -m nano_training.evaluate --pair nano-subword --no-ar --strategy left_to_right --out ltr.json
 
 ``--strategy left_to_right`` reads the diffusion twin one token per step at the frontier: how well

@@ -15,7 +15,7 @@ an approximation of the release's config, which no file here holds) it reports, 
 Random weights say nothing about accuracy, and little about tokens per forward (a random model is
 rarely confident: blocks take close to ``steps`` forwards); what is measured is the cost per step.
 
-  python scripts/gpu_check.py --out docs/bench/gpu.json     # CUDA, full size, bf16
+  python scripts/gpu_check.py --out docs/results/bench/gpu.json     # CUDA, full size, bf16
   python scripts/gpu_check.py --tiny --out /tmp/tiny.json   # CPU smoke run of every code path
 """
 
