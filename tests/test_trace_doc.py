@@ -52,6 +52,15 @@ def test_every_key_a_decode_writes_is_documented(decodes):
     assert any("regions_decoded" in t.metrics for t in decodes)  # the merged decodes wrote their optional key
 
 
+def test_the_documented_params_are_the_recorded_ones(decodes):
+    """Both ways: a key the doc lists as always recorded (for that decoder) is in the trace, so an
+    entry of PARAMS_ADDED outlives no loop change unnoticed."""
+    for trace in decodes:
+        always = {"decoder", "record"} | {k.name for k in KNOBS if trace.decoder in k.decoders}
+        always |= {name for name, a in trace_doc.PARAMS_ADDED.items() if not a.when_set and trace.decoder in a.decoders}
+        assert set(trace.params) == always, (trace.decoder, set(trace.params) ^ always)
+
+
 def test_a_new_knob_appears_in_the_shape_with_its_help(monkeypatch):
     knob = Knob("dummy_knob", 3, int, "Dummy", "a knob that exists only in this test", 0, 9)
     monkeypatch.setattr(trace_doc, "KNOBS", (*KNOBS, knob))
