@@ -1,7 +1,7 @@
 """Evaluate an embedded pair on held-out synthetic pages (text never used in training).
 
-    python -m nano_training.evaluate --pair nano-subword --out docs/nano-subword-eval.json
-    python -m nano_training.evaluate --pair nano-char --out docs/nano-char-eval.json
+    python -m nano_training.evaluate --pair nano-subword --out docs/results/nano-eval/nano-subword-eval.json
+    python -m nano_training.evaluate --pair nano-char --out docs/results/nano-eval/nano-char-eval.json
     python -m nano_training.evaluate --pair nano-subword --no-ar --strategy left_to_right --out ltr.json
 
 ``--strategy left_to_right`` reads the diffusion twin one token per step at the frontier: how well
@@ -51,8 +51,8 @@ def page_row(label: str, page: Page, setting: str, trace, seconds: float) -> dic
     ref = page.text
     return {
         "page": label, "setting": setting, "edits": round(cer(trace.text, ref) * len(ref)), "chars": len(ref),
-        "tokens": trace.metrics["tokens"], "nfe": trace.metrics["nfe"], "seconds": round(seconds, 3),
-        "prefill_s": trace.metrics["prefill_s"], "first_step_share": first_step_share(trace),
+        "tokens": trace.metrics.tokens, "nfe": trace.metrics.nfe, "seconds": round(seconds, 3),
+        "prefill_s": trace.metrics.prefill_s, "first_step_share": first_step_share(trace),
         "steps_per_block": mean_steps_per_block(trace),
     }
 

@@ -3,11 +3,11 @@
     python -m nano_training.plot_training [--out PNG] RUN.jsonl:OFFSET ...
 
 The character pair's figure (the default --out):
-    python -m nano_training.plot_training docs/training/ar-run1-plain-positions.jsonl:0 \
-        docs/training/ar-run2-ctc-positions.jsonl:1000 docs/training/diffusion.jsonl:1500
+    python -m nano_training.plot_training docs/results/training/ar-run1-plain-positions.jsonl:0 \
+        docs/results/training/ar-run2-ctc-positions.jsonl:1000 docs/results/training/diffusion.jsonl:1500
 The subword pair's:
-    python -m nano_training.plot_training --out docs/figures/nano-subword-training.png docs/training/subword-ar.jsonl:0 \
-        docs/training/subword-diffusion-uniform.jsonl:3000 docs/training/subword-diffusion-suffix.jsonl:4400
+    python -m nano_training.plot_training --out docs/figures/nano-subword-training.png docs/results/training/subword-ar.jsonl:0 \
+        docs/results/training/subword-diffusion-uniform.jsonl:3000 docs/results/training/subword-diffusion-suffix.jsonl:4400
 
 OFFSET places a run on one step axis by its lineage: the second AR run started from the first
 run's step-1000 weights (offset 1000), the diffusion twin from the second AR run's step 500

@@ -15,7 +15,7 @@ an approximation of the release's config, which no file here holds) it reports, 
 Random weights say nothing about accuracy, and little about tokens per forward (a random model is
 rarely confident: blocks take close to ``steps`` forwards); what is measured is the cost per step.
 
-  python scripts/gpu_check.py --out docs/bench/gpu.json     # CUDA, full size, bf16
+  python scripts/gpu_check.py --out docs/results/bench/gpu.json     # CUDA, full size, bf16
   python scripts/gpu_check.py --tiny --out /tmp/tiny.json   # CPU smoke run of every code path
 """
 
@@ -125,19 +125,19 @@ def decode(backend, page, blocks: int, block_length: int = 32, fused: bool = Fal
 
 def timing(trace, floor_ms: float | None) -> dict:
     m = trace.metrics
-    steps = max(1, m["batched_forwards"] - m.get("commit_passes", 0))
-    ms = 1000 * m["decode_s"] / max(1, m["batched_forwards"])
+    steps = max(1, m.batched_forwards - m.commit_passes)
+    ms = 1000 * m.decode_s / max(1, m.batched_forwards)
     out = {
-        "ms_per_forward": round(ms, 3), "forwards": m["batched_forwards"], "denoising_steps": steps,
-        "tokens": m["tokens"], "decode_s": m["decode_s"], "prefill_s": m["prefill_s"],
-        "tokens_per_s": round(m["tokens"] / max(1e-9, m["decode_s"]), 2), "steps_recorded": len(trace.steps),
+        "ms_per_forward": round(ms, 3), "forwards": m.batched_forwards, "denoising_steps": steps,
+        "tokens": m.tokens, "decode_s": m.decode_s, "prefill_s": m.prefill_s,
+        "tokens_per_s": round(m.tokens / max(1e-9, m.decode_s), 2), "steps_recorded": len(trace.steps),
     }
     if floor_ms:
         out["x_floor"] = round(ms / floor_ms, 2)
     return out
 
 
-def best(runs: list, key=lambda t: t.metrics["decode_s"]):
+def best(runs: list, key=lambda t: t.metrics.decode_s):
     return min(runs, key=key)
 
 
@@ -189,7 +189,7 @@ def check_diffusion(parts, page, device: torch.device, blocks: int, repeats: int
             "loop_fused_32": timing(fused, floor_ms),
             "loop_fused_1_token": timing(one, floor_ms),
             "threshold_0_whole_block": timing(whole, floor_ms),
-            "recording_overhead": round(fused.metrics["decode_s"] / max(1e-9, fused_off.metrics["decode_s"]) - 1, 4),
+            "recording_overhead": round(fused.metrics.decode_s / max(1e-9, fused_off.metrics.decode_s) - 1, 4),
             "fused_tokens_equal_eager": same,
         }
         if backend.graphs is not None:
@@ -247,7 +247,7 @@ def check_ar(model_dir: Path, page, device: torch.device, tokens: int, repeats: 
         ids = [t.id for t in fast.regions[0].tokens]
         reference = reference or ids
         report[mode] = {**timing(fast, floor_ms),
-                        "recording_overhead": round(fast.metrics["decode_s"] / max(1e-9, best(off).metrics["decode_s"]) - 1, 4),
+                        "recording_overhead": round(fast.metrics.decode_s / max(1e-9, best(off).metrics.decode_s) - 1, 4),
                         "tokens_equal_eager": ids == reference}
     return report
 

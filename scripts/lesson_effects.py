@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from mudiff_viz.core.metrics import first_step_share, mean_steps_per_block, order_correlation  # noqa: E402
 from mudiff_viz.decoding.pipeline import decode_page, make_params  # noqa: E402
+from mudiff_viz.decoding.settings import KNOB  # noqa: E402
 from mudiff_viz.inputs.pages import load_page  # noqa: E402
 from mudiff_viz.ui import howitworks  # noqa: E402
 
@@ -43,17 +44,17 @@ def main() -> None:
     for lesson in howitworks.LESSONS:
         for run in lesson.runs:
             s = howitworks.run_settings(run)
-            knobs = {k: s[k] for k in ("block_length", "steps", "threshold", "temperature", "strategy")}
+            knobs = {k: v for k, v in s.items() if k in KNOB}
             trace = decode_page(page, model=run.family, decoder=run.decoder, params=make_params(**knobs))
             diffusion = run.decoder != "ar"
             changed = ", ".join(f"{k} {v}" for k, v in run.settings.items() if k != "strategy") or "defaults"
             m = trace.metrics
             print(f"| {lesson.title} | {howitworks.run_label(run)} | {howitworks.PAIR_NAMES[run.family]} | "
                   f"{run.decoder} | {s['strategy'] if diffusion else '–'} | {changed if diffusion else '–'} | "
-                  f"{trace.clock_length} | {fmt(m.get('tokens_per_forward'))} | "
+                  f"{trace.clock_length} | {fmt(m.tokens_per_forward)} | "
                   f"{fmt(first_step_share(trace) if diffusion else None, pct=True)} | "
                   f"{fmt(mean_steps_per_block(trace) if diffusion else None)} | "
-                  f"{fmt(order_correlation(trace))} | {fmt(m.get('cer'), pct=True)} |", flush=True)
+                  f"{fmt(order_correlation(trace))} | {fmt(m.cer, pct=True)} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 from mudiff_viz.probes.bench import CLEAN, condition_markdown, run_shuffle_benchmark  # noqa: E402
 from mudiff_viz.probes.perturb import parse_degrade  # noqa: E402
 from scripts.run_shuffle_results import (  # noqa: E402
+    files_at,
     git_commit,
     replace_marked_block,
     synthetic_pages,
@@ -73,16 +74,17 @@ def figure(occ: list[dict], deg: list[dict]):
     return fig
 
 
-def block(meta: dict, occ_md: str, deg_md: str) -> str:
+def block(meta: dict, occ_md: str, deg_md: str, at: str = "") -> str:
+    """The results block; ``at``: where the result files are, relative to the Markdown file showing it."""
     return "\n".join([
         f"Run {meta['date']} at commit `{meta['commit']}`: {meta['pages']} held-out synthetic pages x {meta['seeds']} "
         f"seeds; diffusion weights `{meta['weights']['diffusion']}`, AR `{meta['weights']['ar']}`; settings: block 32, "
         f"threshold 0.95, deterministic; {meta['threads']} CPU thread(s), {meta['elapsed_min']:.1f} min. "
         "Every cell is the mean over seeds of the mean over pages, with the range of the per-seed means in brackets.",
         "", "### Occlusion", "", occ_md, "### Degradation", "", deg_md,
-        "![occlusion and degradation](probes/figure.png)", "",
-        "Interactive: [figure.html](probes/figure.html); every row: [occlusion.json](probes/occlusion.json), "
-        "[degradation.json](probes/degradation.json).",
+        f"![occlusion and degradation]({at}figure.png)", "",
+        f"Interactive: [figure.html]({at}figure.html); every row: [occlusion.json]({at}occlusion.json), "
+        f"[degradation.json]({at}degradation.json).",
     ])
 
 
@@ -96,7 +98,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--model", default="nano", help="nano, or diffusion=SPEC,ar=SPEC")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", default=str(ROOT / "docs" / "probes"))
+    ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "probes"))
     ap.add_argument("--update-doc", action="store_true", help="rewrite the results block of docs/probes.md")
     args = ap.parse_args()
 
@@ -125,11 +127,12 @@ def main() -> None:
     meta = {"date": dt.date.today().isoformat(), "commit": git_commit(), "pages": args.pages, "seeds": args.seeds,
             "threads": args.threads, "elapsed_min": (time.time() - t0) / 60,
             "weights": {d: weights_id(args.model, d) for d in ("diffusion", "ar")}}
-    text = block(meta, condition_markdown(occ.conditions), condition_markdown(deg.conditions))
+    tables = condition_markdown(occ.conditions), condition_markdown(deg.conditions)
+    text = block(meta, *tables)
     (out / "results.md").write_text(text + "\n")
     print(text)
     if args.update_doc:
-        update_doc(text)
+        update_doc(block(meta, *tables, at=files_at(out, DOC)))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@
 Pages come from the test split of the synthetic corpus (text never seen in training), one random
 style each (font family, size, columns, margins, leading). Writes results.json/.csv, summary.json,
 figure.html (plotly from its CDN), figure.png, pages.json and table.md into --out; --update-doc also replaces the results block of
-docs/semantic-shuffle.md with table.md. Runs on one CPU thread (training jobs share the machine).
+docs/semantic-shuffle.md with table.md (its links then point into --out). Runs on one CPU thread (training jobs share the machine).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import argparse
 import datetime as dt
 import hashlib
 import json
+import os
 import random
 import subprocess
 import sys
@@ -78,8 +79,9 @@ def mean_of(rows: list[dict], decoder: str, level: float, key: str) -> float:
     return sum(vals) / len(vals) if vals else float("nan")
 
 
-def table_md(rows: list[dict], summary: dict, meta: dict) -> str:
-    """The results block: run facts, one table row per decoder and level, and the headline changes."""
+def table_md(rows: list[dict], summary: dict, meta: dict, at: str = "") -> str:
+    """The results block: run facts, one table row per decoder and level, and the headline changes.
+    ``at``: where the result files are, relative to the Markdown file that shows the block."""
     out = [
         f"Run {meta['date']} at commit `{meta['commit']}`: {meta['pages']} held-out synthetic pages x "
         f"{meta['seeds']} seeds, levels {', '.join(f'{v:g}' for v in meta['levels'])}; "
@@ -102,9 +104,9 @@ def table_md(rows: list[dict], summary: dict, meta: dict) -> str:
                 f"{mean_of(rows, decoder, lv, 'wall_s'):.2f} |"
             )
     out += ["", *[f"- {line}" for line in summary_lines(summary)], "",
-            "![CER vs shuffle level, bars = range over seeds](semantic-shuffle/figure.png)", "",
-            "Interactive: [figure.html](semantic-shuffle/figure.html). Rows: "
-            "[results.csv](semantic-shuffle/results.csv); pages and styles: [pages.json](semantic-shuffle/pages.json)."]
+            f"![CER vs shuffle level, bars = range over seeds]({at}figure.png)", "",
+            f"Interactive: [figure.html]({at}figure.html). Rows: "
+            f"[results.csv]({at}results.csv); pages and styles: [pages.json]({at}pages.json)."]
     return "\n".join(out)
 
 
@@ -115,6 +117,11 @@ def write_doc_figures(figure, out: Path) -> None:
         figure.write_image(out / "figure.png", width=900, height=520)
     except Exception as exc:  # kaleido needs a Chromium; the HTML and the table are there anyway
         print(f"note: figure.png not written ({type(exc).__name__}: {exc})")
+
+
+def files_at(out: Path, doc: Path) -> str:
+    """``out`` as a link prefix from ``doc``'s folder (the block in the doc links into ``out``)."""
+    return Path(os.path.relpath(out.resolve(), doc.resolve().parent)).as_posix() + "/"
 
 
 def replace_marked_block(doc: Path, begin: str, end: str, block: str) -> None:
@@ -139,7 +146,7 @@ def main() -> None:
     ap.add_argument("--model", default="nano", help="nano, or diffusion=SPEC,ar=SPEC")
     ap.add_argument("--dpi", type=float, default=150)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", default=str(ROOT / "docs" / "semantic-shuffle"))
+    ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "semantic-shuffle"))
     ap.add_argument("--update-doc", action="store_true", help="rewrite the results block of docs/semantic-shuffle.md")
     args = ap.parse_args()
 
@@ -166,12 +173,11 @@ def main() -> None:
         "levels": levels, "models": models, "weights": {d: weights_id(s, d) for d, s in models.items()},
         "threads": args.threads, "elapsed_min": (time.time() - start) / 60,
     }
-    block = table_md(result.rows, result.summary, meta)
-    (out / "table.md").write_text(block + "\n", encoding="utf-8")
+    (out / "table.md").write_text(table_md(result.rows, result.summary, meta) + "\n", encoding="utf-8")
     print("\n".join(summary_lines(result.summary)))
     print(f"wrote {', '.join(str(p) for p in paths.values())}, {out / 'table.md'}")
     if args.update_doc:
-        update_doc(block)
+        update_doc(table_md(result.rows, result.summary, meta, at=files_at(out, DOC)))
         print(f"updated {DOC}")
 
 

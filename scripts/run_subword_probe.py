@@ -2,7 +2,7 @@
 a language prior?
 
     python scripts/run_subword_probe.py                      # nano-subword, 6 held-out pages x 2 seeds
-    python scripts/run_subword_probe.py --model nano-char --out docs/nano-char-probe
+    python scripts/run_subword_probe.py --model nano-char --out docs/results/nano-char-probe
 
 Held-out synthetic pages (the same generator and seeds as docs/semantic-shuffle.md), shuffle levels
 0 and 1 (every line's words shuffled) crossed with 0% and 20% occluded words, both decoders at the
@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--pages", type=int, default=6)
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", default=str(ROOT / "docs" / "nano-subword-probe"))
+    ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "nano-subword-probe"))
     args = ap.parse_args()
 
     import torch

@@ -24,6 +24,7 @@ from PIL import Image
 from mudiff_viz.cli.main import main
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.trace import (
+    Metrics,
     ModelRecord,
     Occlusion,
     PageRecord,
@@ -292,8 +293,9 @@ def _trace(decoder: str, tokens: list[tuple[str, int, float]], gt: str, steps: l
     return Trace(
         decoder=decoder, model=ModelRecord(name="hand", spec="hand", params_m=0.0), params=params,
         page=PageRecord(width=100, height=50, occluded=list(occluded)), text=text,
-        metrics={"nfe": nfe, "commit_passes": 0, "tokens": len(tokens), "tokens_per_forward": len(tokens) / nfe,
-                 "wall_s": 0.1, "prefill_s": 0.01, "decode_s": 0.09},
+        metrics=Metrics(nfe=nfe, commit_passes=0, batched_forwards=nfe, tokens=len(tokens), text_chars=len(text),
+                        tokens_per_forward=len(tokens) / nfe, wall_s=0.1, prefill_s=0.01, decode_s=0.09,
+                        time_to_first_token_s=0.01 * min(f for _, f, _ in tokens)),
         regions=[RegionRecord(bbox=[0, 0, 100, 50], text=text, tokens=records, gt_text=gt)], steps=steps, gt_text=gt,
     )
 

@@ -12,6 +12,7 @@ from PIL import Image
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.order import order_summary, recovery, token_orders
 from mudiff_viz.core.trace import ModelRecord, Occlusion, PageRecord, RegionRecord, StepRecord, TokenRecord, Trace
+from mudiff_viz.decoding.build import run_metrics
 from mudiff_viz.inputs import synth
 from mudiff_viz.inputs.pages import load_page
 from mudiff_viz.probes.perturb import degrade, occlude, occlude_pdf, page_words, parse_degrade, word_at
@@ -138,7 +139,8 @@ def _trace(tokens: list[tuple[str, int]], gt: str, steps_of_block: dict[int, lis
                                     topk=[[[0, 0.5]]] * len(pos)))
     region = RegionRecord(bbox=[0, 0, 1, 1], text="".join(t for t, _ in tokens), tokens=toks, gt_text=gt)
     return Trace(decoder="diffusion", model=ModelRecord("m", "m", 0.0, mask_id=9), params={"block_length": block_length},
-                 page=PageRecord(10, 10, occluded=occluded), text=region.text, metrics={}, regions=[region], steps=steps,
+                 page=PageRecord(10, 10, occluded=occluded), text=region.text,
+                 metrics=run_metrics([region], len(steps), 0, len(steps), 0.1, 0.0, region.text, gt), regions=[region], steps=steps,
                  gt_text=gt)
 
 

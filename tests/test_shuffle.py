@@ -23,6 +23,7 @@ from mudiff_viz.cli.main import main
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import current
 from mudiff_viz.core.trace import ModelRecord, PageRecord, RegionRecord, TokenRecord, Trace
+from mudiff_viz.decoding.build import run_metrics
 from mudiff_viz.inputs import synth
 from mudiff_viz.inputs.pdf import render_in_process
 from mudiff_viz.probes.bench import shuffle_figure, summarize, token_errors
@@ -315,7 +316,8 @@ def test_token_errors_counts_confidently_wrong_tokens():
         ),
         RegionRecord(bbox=[0, 0, 1, 1], text="ox", tokens=[tok("o", 0.97), tok("x", 0.3)]),
     ]
-    trace = Trace(decoder="ar", model=ModelRecord("m", "m", 0.0), params={}, page=PageRecord(1, 1), text="cat\nox", metrics={},
+    trace = Trace(decoder="ar", model=ModelRecord("m", "m", 0.0), params={}, page=PageRecord(1, 1), text="cat\nox",
+                  metrics=run_metrics(regions, 6, 0, 6, 0.1, 0.0, "cat\nox", None),
                   regions=regions, steps=[])
     assert token_errors(trace, "cat\nox") == (0, 0)
     assert token_errors(trace, "cut\nox") == (1, 0)  # 'a' substituted, confidence 0.5

@@ -83,7 +83,7 @@ def test_invariants_catch_double_commits(trace):
     bad.steps.append(copy.deepcopy(s))  # the same positions committed again
     assert any("committed twice" in p for p in check_invariants(bad))
     bad2 = Trace.loads(trace.to_json())
-    bad2.metrics["nfe"] += 1
+    bad2.metrics.nfe += 1
     assert any("metrics.nfe" in p for p in check_invariants(bad2))
 
 
@@ -151,3 +151,75 @@ def test_the_schema_is_the_dataclasses():
 def test_trace_records_mask_id_and_block_settings(trace):
     assert trace.model.mask_id == 8 and trace.params["block_length"] == 8 and "prefill_block" in trace.params
     assert trace.block_length == 8 and trace.clock_length == 1 + max(s.forward for s in trace.steps)
+
+
+# ---- metrics: typed, written as before -------------------------------------------------------------
+
+METRICS_BAD = [
+    (lambda d: d["metrics"].update(nfe="12"), "'metrics.nfe' must be an integer"),
+    (lambda d: d["metrics"].pop("tokens"), "'metrics.tokens' is missing"),
+    (lambda d: d["metrics"].update(speed=3), "'metrics.speed' is not a Metrics field"),
+    (lambda d: d["metrics"].update(truncated=5), "'metrics.truncated' must be a string"),
+]
+
+
+@pytest.mark.parametrize("mutation,message", METRICS_BAD)
+def test_metrics_are_typed(trace, mutation, message):
+    with pytest.raises(UserInputError) as err:
+        Trace.loads(_mutate(trace, mutation))
+    assert message in str(err.value)
+
+
+def test_optional_metrics_are_absent_when_unset(trace):
+    """cer, regions_decoded and truncated are keys only when they have a value, in one fixed order."""
+    from mudiff_viz.core.trace import Metrics
+
+    d = trace.to_dict()["metrics"]
+    assert list(d) == ["nfe", "commit_passes", "batched_forwards", "tokens", "text_chars", "tokens_per_forward",
+                       "wall_s", "prefill_s", "decode_s", "time_to_first_token_s"]  # the fixed backend's page has no truth
+    assert "cer" not in trace.metrics and trace.metrics.cer is None and dict(trace.metrics) == d
+    full = copy.deepcopy(trace)
+    full.metrics.truncated, full.metrics.cer, full.metrics.regions_decoded = "time limit of 1 s", 0.25, 2
+    written = json.loads(full.to_json())["metrics"]
+    assert list(written)[-3:] == ["regions_decoded", "cer", "truncated"] and written["cer"] == 0.25
+    back = Trace.loads(full.to_json())
+    assert isinstance(back.metrics, Metrics) and back.metrics.truncated == "time limit of 1 s" and back.metrics["cer"] == 0.25
+    assert back.to_json() == full.to_json()
+
+
+def test_shipped_traces_load_and_rewrite_unchanged():
+    """Traces written before Metrics was typed: the bundled examples (version 1, upgraded on load)
+    keep their metrics key for key and in order; corpus traces (version 2) come back byte for byte."""
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    root = Path(__file__).resolve().parent.parent
+    examples = sorted((root / "assets" / "traces").glob("*.json"))
+    assert examples
+    for path in examples:
+        raw = json.loads(path.read_text())
+        written = Trace.load(path).to_json()
+        assert json.loads(written)["metrics"] == raw["metrics"] and list(json.loads(written)["metrics"]) == list(raw["metrics"])
+        assert Trace.loads(written).to_json() == written
+    stored = [s for s in pq.read_table(root / "assets" / "corpus" / "pages", columns=["trace_json"]).column("trace_json").to_pylist() if s]
+    sample = [s for s in stored if '"decoder":"ar"' in s][:3] + [s for s in stored if '"decoder":"diffusion"' in s][:3]
+    assert len(sample) == 6
+    for s in sample:
+        assert Trace.loads(s).to_json() == s
+
+
+def test_clock_bound_is_one_rule_for_files_and_built_traces(trace):
+    """Validation (files) and the player's check (traces built in memory) refuse the same clocks."""
+    from mudiff_viz.core.trace import clock_bound
+    from mudiff_viz.views.player import check_clock
+
+    bound = clock_bound(len(trace.steps), trace.n_tokens)
+    edge = Trace.loads(_mutate(trace, lambda d: d["steps"][-1].update(forward=bound - 1)))
+    assert edge.clock_length == bound
+    check_clock(edge)  # the longest clock a file may claim plays
+    with pytest.raises(UserInputError, match=f"must be in 0..{bound - 1}"):
+        Trace.loads(_mutate(trace, lambda d: d["steps"][-1].update(forward=bound)))
+    edge.steps[-1].forward = bound
+    with pytest.raises(UserInputError, match=f"its clock has {bound + 1} forwards"):
+        check_clock(edge)

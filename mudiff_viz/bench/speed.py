@@ -74,10 +74,10 @@ def _regime(pages, model, ar_model, diff, ar, repeats, sequential, log, name):
         d, a = runs["diffusion"][0], runs["ar"][0]
         row = {"page": i, "chars": len(page.text or ""), "regions": len(d.regions)}
         for v in VARIANTS:
-            row[v] = {m: [t.metrics[m] for t in runs[v]] for m in ("wall_s", "prefill_s", "decode_s")}
+            row[v] = {m: [getattr(t.metrics, m) for t in runs[v]] for m in ("wall_s", "prefill_s", "decode_s")}
         for v, t in (("diffusion", d), ("ar", a)):
-            row[v].update(tokens=t.metrics["tokens"], nfe=t.metrics["nfe"], tokens_per_forward=t.metrics["tokens_per_forward"],
-                          cer=t.metrics.get("cer"))
+            row[v].update(tokens=t.metrics.tokens, nfe=t.metrics.nfe, tokens_per_forward=t.metrics.tokens_per_forward,
+                          cer=t.metrics.cer)
         row["diffusion"]["trace_bytes"] = len(d.to_json().encode())
         per_page.append(row)
         log(f"[{name}] page {i}: diffusion decode {statistics.median(row['diffusion']['decode_s']):.2f}s "
@@ -204,7 +204,7 @@ def first_frame(pages: list[Page], model: str, params) -> dict:
                 marks["first"] = time.perf_counter() - t0
 
         trace = decode_page(page, model=model, decoder="diffusion", params=params, snapshot=snap)
-        after.append(marks.get("first", trace.metrics["wall_s"]) - trace.metrics["prefill_s"])
+        after.append(marks.get("first", trace.metrics.wall_s) - trace.metrics.prefill_s)
     return {"after_prefill_s": [round(a, 4) for a in after], "max_after_prefill_s": round(max(after), 4),
             "median_after_prefill_s": round(statistics.median(after), 4)}
 
@@ -232,9 +232,9 @@ def run_sweep(model: str = "nano", ar_model: str | None = None, n_pages: int = 4
             ref = page.text or ""
             edits += round(cer(t.text, ref) * len(ref))
             chars += len(ref)
-            tokens += t.metrics["tokens"]
-            nfe += t.metrics["nfe"]
-            decode_s += t.metrics["decode_s"]
+            tokens += t.metrics.tokens
+            nfe += t.metrics.nfe
+            decode_s += t.metrics.decode_s
         return {"cer": edits / max(1, chars), "tokens_per_forward": tokens / max(1, nfe),
                 "tokens_per_second": tokens / max(1e-9, decode_s), "decode_s": decode_s, "tokens": tokens}
 

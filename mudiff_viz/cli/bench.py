@@ -32,7 +32,7 @@ def register(sub) -> None:
     s.add_argument("--thresholds", default="0.5,0.6,0.7,0.8,0.9,0.95,0.99")
     s.add_argument("--block-lengths", default="8,16,32")
     s.add_argument("--threads", type=int, default=2)
-    s.add_argument("--out", default="docs/sweep")
+    s.add_argument("--out", default="docs/results/bench/sweep")
     s.set_defaults(func=cmd_sweep)
 
 

@@ -53,15 +53,15 @@ def summary_line(trace) -> str:
         f"{trace.decoder}",
         f"model={trace.model.name}",
         f"regions={len(trace.regions)}",
-        f"tokens={m.get('tokens')}",
-        f"NFE={m.get('nfe')}",
-        f"tokens/forward={m.get('tokens_per_forward')}",
-        f"wall={m.get('wall_s')}s (prefill {m.get('prefill_s')}s)",
+        f"tokens={m.tokens}",
+        f"NFE={m.nfe}",
+        f"tokens/forward={m.tokens_per_forward}",
+        f"wall={m.wall_s}s (prefill {m.prefill_s}s)",
     ]
-    if "cer" in m:
-        parts.append(f"CER={100 * m['cer']:.2f}%")
-    if "truncated" in m:
-        parts.append(f"TRUNCATED ({m['truncated']})")
+    if m.cer is not None:
+        parts.append(f"CER={100 * m.cer:.2f}%")
+    if m.truncated:
+        parts.append(f"TRUNCATED ({m.truncated})")
     return " ".join(parts)
 
 

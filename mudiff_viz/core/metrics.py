@@ -20,7 +20,7 @@ def normalized_edit_distance(hyp: str, ref: str) -> float:
 
 def tokens_per_forward(trace) -> float:
     """Decoded tokens (including stop tokens) per sequence forward (denoising + block-commit)."""
-    nfe = trace.metrics.get("nfe", 0)
+    nfe = trace.metrics.nfe
     return trace.n_tokens / nfe if nfe else 0.0
 
 

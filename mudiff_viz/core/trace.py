@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import math
 import re
 import types
 import typing
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,13 +70,13 @@ class Occlusion:
 
 @dataclass
 class PageRecord:
-    width: float
+    width: float  # pixels of the rendered page image (all coordinates are in these)
     height: float
-    source: str = ""
-    page_index: int = 0
+    source: str = ""  # the input's file name or sample name
+    page_index: int = 0  # which page of a PDF (0-based)
     page_count: int = 1
-    dpi: float | None = None
-    sha256: str = ""
+    dpi: float | None = None  # PDF render resolution (PDF points * dpi / 72 = pixels)
+    sha256: str = ""  # of the input file
     exif_orientation: int | None = None  # EXIF tag the image was turned upright by (None: none)
     occluded: list[Occlusion] = field(default_factory=list)
     probes: dict[str, Any] = field(default_factory=dict)  # what was done to the page: shuffle, occlude, degrade
@@ -85,18 +87,18 @@ class TokenRecord:
     text: str
     id: int
     commit_forward: int  # the forward that committed it
-    commit_time_s: float
-    confidence: float
-    box: list[float] | None = None
-    stop: bool = False
+    commit_time_s: float  # seconds since the request started
+    confidence: float  # its probability when committed, in [0, 1]
+    box: list[float] | None = None  # [x0, y0, x1, y1] on the page, when it could be placed
+    stop: bool = False  # the stop token (text "")
 
 
 @dataclass
 class RegionRecord:
-    bbox: list[float]
-    text: str = ""
+    bbox: list[float]  # [x0, y0, x1, y1] on the page
+    text: str = ""  # the decoded text, stop token excluded
     tokens: list[TokenRecord] = field(default_factory=list)
-    gt_text: str | None = None
+    gt_text: str | None = None  # the region's ground truth (a PDF's text layer, a sample's sidecar)
     kind: str = "text"  # text | title | table | formula | layout | page ...
     n_generated: int = 0  # positions decoded, including filler after the stop
     prefill_s: float = 0.0
@@ -104,29 +106,79 @@ class RegionRecord:
 
 @dataclass
 class StepRecord:
-    forward: int
-    region: int
-    block: int
-    time_s: float
-    positions: list[int]
-    candidates: list[int]
-    confidences: list[float]
+    forward: int  # the forward on the shared clock that produced this step
+    region: int  # index into regions
+    block: int  # the region's block being denoised
+    time_s: float  # when the forward finished, seconds since the request started
+    positions: list[int]  # the block's still-masked positions (absolute, in the region's output)
+    candidates: list[int]  # the model's current guess at each position (token ids)
+    confidences: list[float]  # each guess's probability
     committed: list[int]  # 1 where the position was committed at this step, aligned with positions
     topk: list[list[list[float]]]  # per position: [[id, p], ...] best first
     forced: int = 0  # positions force-committed at the step limit (MASK sampled)
+
+
+def when_set(default: Any = None) -> Any:
+    """A field written to JSON only when it is not None (absent from the object otherwise)."""
+    return field(default=default, metadata={"when_set": True})
+
+
+def written_when_set(f: dataclasses.Field) -> bool:
+    return bool(f.metadata.get("when_set"))
+
+
+@dataclass
+class Metrics(Mapping):
+    """Counts and times of a decode (built once, by ``decoding/build.py: run_metrics``).
+
+    Attributes are typed; the object also reads like the JSON it is written as (``m["nfe"]``,
+    ``m.get("cer")``, ``"truncated" in m``, ``dict(m)``): the keys are the fields that are present,
+    a :func:`when_set` field only when it is set.
+    """
+
+    nfe: int  # forwards per sequence: denoising forwards + commit_passes
+    commit_passes: int  # one per (region, block): the forward that stores a finished block (0 for AR)
+    batched_forwards: int  # model calls (a batched forward over many regions counts once)
+    tokens: int  # tokens committed, stop tokens included
+    text_chars: int  # characters of text
+    tokens_per_forward: float  # tokens / nfe
+    wall_s: float  # the whole request, seconds
+    prefill_s: float  # vision encoder + prompt prefill
+    decode_s: float  # wall_s - prefill_s
+    time_to_first_token_s: float  # the first commit's time
+    regions_decoded: int | None = when_set()  # per-region decodes merged into this trace (decoding/sequential.py)
+    cer: float | None = when_set()  # against gt_text, when the page has a ground truth
+    truncated: str | None = when_set()  # why the decode stopped early (a time limit)
+
+    def __getitem__(self, key: str) -> Any:
+        f = self.__dataclass_fields__.get(key) if isinstance(key, str) else None
+        value = getattr(self, key) if f is not None else None
+        if f is None or (value is None and written_when_set(f)):
+            raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return (f.name for f in dataclasses.fields(self) if not (written_when_set(f) and getattr(self, f.name) is None))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object: fields in order, unset :func:`when_set` fields left out."""
+        return {k: self[k] for k in self}
 
 
 @dataclass
 class Trace:
     decoder: str  # a registered decoder: "diffusion" | "ar"
     model: ModelRecord
-    params: dict[str, Any]
+    params: dict[str, Any]  # the knobs the decoder read (decoding/settings.py: KNOBS) and what the loop adds
     page: PageRecord
-    text: str
-    metrics: dict[str, Any]
+    text: str  # the content regions' text joined by newlines
+    metrics: Metrics
     regions: list[RegionRecord]
-    steps: list[StepRecord]
-    gt_text: str | None = None
+    steps: list[StepRecord]  # one per (region, denoising forward); empty when recorded without steps
+    gt_text: str | None = None  # the page's ground truth when every region has one
     vocab: dict[str, str] = field(default_factory=dict)  # id -> display text for ids in tokens and top-k
     schema_version: int = SCHEMA_VERSION
 
@@ -159,6 +211,7 @@ class Trace:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        d["metrics"] = self.metrics.to_dict()
         return {"schema_version": d.pop("schema_version"), **d}
 
     def to_json(self) -> str:
@@ -203,6 +256,16 @@ class Trace:
         return Trace.from_dict(obj)
 
 
+def clock_bound(n_steps: int, n_tokens: int) -> int:
+    """The longest clock (forwards) a trace with this many step records and tokens can have.
+
+    A real clock has at most one forward per step record, plus one per committed token (traces
+    recorded without steps) and per block commit. Viewers allocate per-forward arrays, so a clock
+    value at or past this bound is refused: a tiny file must not claim a clock of 10^9.
+    """
+    return 2 * (n_steps + n_tokens) + 16
+
+
 def check_depth(data: str | bytes, max_depth: int) -> None:
     """Refuse deeply nested JSON before parsing it (brackets outside strings)."""
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
@@ -229,7 +292,9 @@ def check_depth(data: str | bytes, max_depth: int) -> None:
 # ---- building records from JSON ---------------------------------------------------------------------
 
 
+@functools.cache
 def _hints(cls) -> dict[str, Any]:
+    """A record's field types (resolved once per class: resolving is most of a load's time)."""
     return typing.get_type_hints(cls)
 
 
@@ -360,22 +425,21 @@ def validate(d: Any) -> None:
     for i, occ in enumerate(page.get("occluded", [])):
         _box(occ["box"], f"page.occluded[{i}].box")
     regions, steps = d["regions"], d["steps"]
-    n_tokens = sum(len(r["tokens"]) for r in regions)
-    clock_limit = 2 * len(steps) + 2 * n_tokens + 16
+    bound = clock_bound(len(steps), sum(len(r["tokens"]) for r in regions))
     for ri, r in enumerate(regions):
         p = f"regions[{ri}]"
         _box(r["bbox"], f"{p}.bbox")
         for ti, t in enumerate(r["tokens"]):
             tp = f"{p}.tokens[{ti}]"
-            if not 0 <= t["commit_forward"] <= clock_limit:
-                _fail(f"{tp}.commit_forward", f"is {t['commit_forward']}: must be in 0..{clock_limit}")
+            if not 0 <= t["commit_forward"] < bound:
+                _fail(f"{tp}.commit_forward", f"is {t['commit_forward']}: must be in 0..{bound - 1}")
             if not 0.0 <= t["confidence"] <= 1.0:
                 _fail(f"{tp}.confidence", "must be in [0, 1]")
             _box(t.get("box"), f"{tp}.box")
     for si, s in enumerate(steps):
         sp = f"steps[{si}]"
-        if not 0 <= s["forward"] <= clock_limit:
-            _fail(f"{sp}.forward", f"is {s['forward']}: must be in 0..{clock_limit}")
+        if not 0 <= s["forward"] < bound:
+            _fail(f"{sp}.forward", f"is {s['forward']}: must be in 0..{bound - 1}")
         if not 0 <= s["region"] < len(regions):
             _fail(f"{sp}.region", f"is {s['region']}, but there are {len(regions)} regions")
         n = len(s["positions"])
@@ -465,6 +529,6 @@ def check_invariants(trace: Trace) -> list[str]:
         if r.text != "".join(t.text for t in r.tokens if not t.stop):
             problems.append(f"region {ri}: text does not match its tokens")
     m = trace.metrics
-    if recorded and "nfe" in m and m["nfe"] != len(trace.steps) + m.get("commit_passes", 0):
-        problems.append(f"metrics.nfe {m['nfe']} != {len(trace.steps)} steps + {m.get('commit_passes', 0)} commit passes")
+    if recorded and m.nfe != len(trace.steps) + m.commit_passes:
+        problems.append(f"metrics.nfe {m.nfe} != {len(trace.steps)} steps + {m.commit_passes} commit passes")
     return problems

@@ -61,9 +61,9 @@ def page_rows(base: dict, trace: Trace, gt_text: str | None) -> dict[str, list[d
     page = {
         **base, "status": "ok", "error": None,
         **{k: scores.get(k) for k in PAGE_SCORES},
-        "tokens": int(m.get("tokens", trace.n_tokens)), "nfe": int(m.get("nfe", 0)),
-        "tokens_per_forward": m.get("tokens_per_forward"), "n_regions": len(trace.regions), "n_steps": len(trace.steps),
-        "wall_s": m.get("wall_s"), "prefill_s": m.get("prefill_s"), "decode_s": m.get("decode_s"),
+        "tokens": m.tokens, "nfe": m.nfe,
+        "tokens_per_forward": m.tokens_per_forward, "n_regions": len(trace.regions), "n_steps": len(trace.steps),
+        "wall_s": m.wall_s, "prefill_s": m.prefill_s, "decode_s": m.decode_s,
         "trace_json": trace.to_json(),
     }
     return {"pages": [page], "regions": region_rows(key, trace), "tokens": token_rows(key, trace),

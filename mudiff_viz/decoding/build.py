@@ -10,36 +10,33 @@ from dataclasses import replace
 
 from mudiff_viz.core import align
 from mudiff_viz.core.metrics import cer
-from mudiff_viz.core.trace import ModelRecord, Occlusion, PageRecord, RegionRecord, TokenRecord, Trace, rnd
+from mudiff_viz.core.trace import Metrics, ModelRecord, Occlusion, PageRecord, RegionRecord, TokenRecord, Trace, rnd
 
 
 def run_metrics(
     regions: list[RegionRecord], seq_forwards: int, commit_passes: int, batched_forwards: int, wall_s: float,
-    prefill_s: float, text: str, gt_text: str | None, truncated: str | None = None, **extra,
-) -> dict:
+    prefill_s: float, text: str, gt_text: str | None, truncated: str | None = None, regions_decoded: int | None = None,
+) -> Metrics:
     """Counts and times of a decode (docs/trace.md#conventions): ``nfe`` counts forwards per
     sequence (denoising forwards plus block-commit passes), so batching does not inflate
     ``tokens_per_forward``; ``batched_forwards`` counts the model calls."""
     n_tokens = sum(len(r.tokens) for r in regions)
     nfe = seq_forwards + commit_passes
-    metrics = {
-        "nfe": nfe,
-        "commit_passes": commit_passes,
-        "batched_forwards": batched_forwards,
-        "tokens": n_tokens,
-        "text_chars": len(text),
-        "tokens_per_forward": rnd(n_tokens / nfe) if nfe else 0.0,
-        "wall_s": rnd(wall_s),
-        "prefill_s": rnd(prefill_s),
-        "decode_s": rnd(max(0.0, wall_s - prefill_s)),
-        "time_to_first_token_s": rnd(min((t.commit_time_s for r in regions for t in r.tokens), default=0.0)),
-        **extra,
-    }
-    if gt_text is not None:
-        metrics["cer"] = rnd(cer(text, gt_text))
-    if truncated:
-        metrics["truncated"] = truncated
-    return metrics
+    return Metrics(
+        nfe=nfe,
+        commit_passes=commit_passes,
+        batched_forwards=batched_forwards,
+        tokens=n_tokens,
+        text_chars=len(text),
+        tokens_per_forward=rnd(n_tokens / nfe) if nfe else 0.0,
+        wall_s=rnd(wall_s),
+        prefill_s=rnd(prefill_s),
+        decode_s=rnd(max(0.0, wall_s - prefill_s)),
+        time_to_first_token_s=rnd(min((t.commit_time_s for r in regions for t in r.tokens), default=0.0)),
+        regions_decoded=regions_decoded,
+        cer=None if gt_text is None else rnd(cer(text, gt_text)),
+        truncated=truncated or None,
+    )
 
 
 def model_record(backend) -> ModelRecord:

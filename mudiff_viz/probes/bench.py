@@ -152,9 +152,9 @@ def score_row(trace, gt: str) -> dict:
     order = order_summary([trace]) if trace.page.occluded else {}
     return {
         "cer": round(cer(trace.text, gt), 5),
-        "tokens": int(trace.metrics.get("tokens", 0)),
-        "nfe": int(trace.metrics.get("nfe", 0)),
-        "wall_s": float(trace.metrics.get("wall_s", 0.0)),
+        "tokens": trace.metrics.tokens,
+        "nfe": trace.metrics.nfe,
+        "wall_s": float(trace.metrics.wall_s),
         "mean_confidence": round(mean(confs), 5) if confs else None,
         "error_tokens": n_err,
         "confident_error_tokens": n_conf,

@@ -120,7 +120,7 @@ def with_line_truth(trace: Trace, gt_text: str | None) -> Trace:
     if len(lines) != len(trace.regions):
         return trace
     regions = [dataclasses.replace(r, gt_text=gt) for r, gt in zip(trace.regions, lines)]
-    metrics = {**trace.metrics, "cer": round(cer(trace.text, "\n".join(lines)), 5)}
+    metrics = dataclasses.replace(trace.metrics, cer=round(cer(trace.text, "\n".join(lines)), 5))
     return dataclasses.replace(trace, regions=regions, gt_text="\n".join(lines), metrics=metrics)
 
 

@@ -52,7 +52,7 @@ def lesson_summary(lesson: howitworks.Lesson, traces: list[Trace], specs: list[s
     """What ran, each pane's headline numbers, what to watch, and (one line) why a pane reads badly."""
     lines = [f"**{md_text(lesson.title)}** on the bundled sample"]
     lines += [pane_line(t, r) for t, r in zip(traces, lesson.runs)]
-    bad = [(t, r) for t, r in zip(traces, lesson.runs) if t.metrics.get("cer", 0.0) > BAD_CER]
+    bad = [(t, r) for t, r in zip(traces, lesson.runs) if (t.metrics.cer or 0.0) > BAD_CER]
     for t, r in bad:
         why = lesson.cost or "the errors come from the model and these settings, not from the page (a clean bundled sample)"
         lines.append(f"⚠ {md_text(howitworks.run_label(r))} reads badly (CER {100 * t.metrics['cer']:.1f}%): {why}.")

@@ -119,7 +119,7 @@ def tokens_per_forward(traces: list[Trace]) -> go.Figure:
     fig.update_layout(barmode="group" if len(traces) > 1 else "overlay", bargap=0.05)
     fig.update_xaxes(title="forward pass (shared clock, batched over lines)")
     fig.update_yaxes(title="tokens committed")
-    means = ", ".join(f"{decoder_label(t.decoder)} {t.metrics.get('tokens_per_forward', 0)} tokens/forward (per sequence)" for t in traces)
+    means = ", ".join(f"{decoder_label(t.decoder)} {t.metrics.tokens_per_forward} tokens/forward (per sequence)" for t in traces)
     return _layout(fig, f"Tokens committed per forward · {means}")
 
 
@@ -134,7 +134,7 @@ def progress_curves(traces: list[Trace], clock: str = "forward") -> go.Figure:
             acc += v
             ys.append(acc / total)
         if clock == "wall":
-            prefill = float(t.metrics.get("prefill_s", 0.0))
+            prefill = float(t.metrics.prefill_s)
             xs = [prefill] + clock_times(t)
             y = -0.045 * (i + 1)  # prefill as a thick bar under the curves: separate, so the clocks stay fair
             fig.add_trace(go.Scatter(x=[0, prefill], y=[y, y], mode="lines", name=f"{decoder_label(t.decoder)} prefill ({prefill:.2f} s)",

@@ -25,7 +25,7 @@ from rapidfuzz.distance import Levenshtein
 
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.order import occluded_spans, occluded_tokens
-from mudiff_viz.core.trace import Trace
+from mudiff_viz.core.trace import Trace, clock_bound
 
 KIND = "mudiff-player"
 VERSION = 1
@@ -36,9 +36,9 @@ def check_clock(trace: Trace) -> None:
     """Refuse a trace whose clock its content cannot fill (an upload is untrusted).
 
     Every per-forward array of the payload is as long as the clock, so one step with ``nfe`` 10^9
-    in a tiny file would make the server allocate gigabytes. A real clock has at most one forward
-    per step record, plus one per committed token (traces recorded without steps) and per block
-    commit; negative clocks would index from the end.
+    in a tiny file would make the server allocate gigabytes: the bound is the schema's
+    (:func:`~mudiff_viz.core.trace.clock_bound`); negative clocks would index from the end. Loaded
+    traces passed this in validation; this guards traces built in memory.
     """
     for i, s in enumerate(trace.steps):
         if s.forward < 0:
@@ -47,8 +47,7 @@ def check_clock(trace: Trace) -> None:
         for ti, t in enumerate(r.tokens):
             if t.commit_forward < -1:
                 raise UserInputError(f"invalid trace: field 'regions[{ri}].tokens[{ti}].commit_forward' is {t.commit_forward}")
-    bound = 2 * (len(trace.steps) + trace.n_tokens) + 16
-    if trace.clock_length > bound:
+    if trace.clock_length > clock_bound(len(trace.steps), trace.n_tokens):
         raise UserInputError(
             f"invalid trace: its clock has {trace.clock_length} forwards but only {len(trace.steps)} steps and "
             f"{trace.n_tokens} tokens (field 'steps[].forward' or 'regions[].tokens[].commit_forward')"
@@ -66,8 +65,7 @@ def clock_times(trace: Trace) -> list[float]:
         for t in r.tokens:
             if 0 <= t.commit_forward < n and math.isnan(times[t.commit_forward]):
                 times[t.commit_forward] = t.commit_time_s
-    prefill = float(trace.metrics.get("prefill_s", 0.0))
-    last = prefill
+    last = float(trace.metrics.prefill_s)
     for k in range(n):  # fill gaps (none in practice) and keep the clock monotone
         if math.isnan(times[k]) or times[k] < last:
             times[k] = last
@@ -280,7 +278,7 @@ def player_payload(trace: Trace, image_url: str | None = None, label: str | None
         "decoder": trace.decoder,
         "model": {"name": trace.model.name, "spec": trace.model.spec, "params_m": trace.model.params_m},
         "params": {k: v for k, v in trace.params.items() if not isinstance(v, (dict, list))},
-        "metrics": m,
+        "metrics": m.to_dict(),
         "text": trace.text,
         "gt_text": trace.gt_text,
         "page": {
@@ -294,8 +292,8 @@ def player_payload(trace: Trace, image_url: str | None = None, label: str | None
         "clock": {
             "n": n,
             "time": clock_times(trace),
-            "prefill_s": float(m.get("prefill_s", 0.0)),
-            "wall_s": float(m.get("wall_s", 0.0)),
+            "prefill_s": float(m.prefill_s),
+            "wall_s": float(m.wall_s),
         },
         "regions": [
             {

@@ -45,15 +45,15 @@ def metric_rows(trace: Trace) -> list[tuple[str, str]]:
     m = trace.metrics
     rows = [
         ("model", f"{trace.model.name} ({trace.model.params_m} M params, {trace.model.exec_mode})"),
-        ("tokens", _fmt(m.get("tokens"))),
-        ("NFE (forwards per sequence)", _fmt(m.get("nfe"))),
+        ("tokens", _fmt(m.tokens)),
+        ("NFE (forwards per sequence)", _fmt(m.nfe)),
         ("forward passes (shared clock)", _fmt(trace.clock_length)),
-        ("tokens per forward", _fmt(m.get("tokens_per_forward"))),
-        ("wall time", _fmt(m.get("wall_s"), " s")),
-        ("prefill (vision + prompt)", _fmt(m.get("prefill_s"), " s")),
-        ("decode", _fmt(m.get("decode_s"), " s")),
-        ("time to first token", _fmt(m.get("time_to_first_token_s"), " s")),
-        ("CER vs ground truth", f"{100 * m['cer']:.2f}%" if "cer" in m else "no ground truth"),
+        ("tokens per forward", _fmt(m.tokens_per_forward)),
+        ("wall time", _fmt(m.wall_s, " s")),
+        ("prefill (vision + prompt)", _fmt(m.prefill_s, " s")),
+        ("decode", _fmt(m.decode_s, " s")),
+        ("time to first token", _fmt(m.time_to_first_token_s, " s")),
+        ("CER vs ground truth", "no ground truth" if m.cer is None else f"{100 * m.cer:.2f}%"),
     ]
     if not trace.is_autoregressive:
         rows.append((ORDER_LABEL, order_text(order_correlation(trace))))
@@ -63,8 +63,8 @@ def metric_rows(trace: Trace) -> list[tuple[str, str]]:
     else:
         rows.append((ORDER_LABEL, order_text(1.0)))
         rows.append(("settings", f"greedy, T {trace.params.get('temperature')}"))
-    if "truncated" in m:
-        rows.append(("truncated", str(m["truncated"])))
+    if m.truncated:
+        rows.append(("truncated", m.truncated))
     return rows
 
 
@@ -104,22 +104,17 @@ def diff_segments(hyp: str, ref: str) -> list[tuple[str, str | None]]:
     return merged
 
 
-def _seconds(value) -> str:
-    """Two decimals for a number of seconds; anything else (an upload's odd metric) as it is."""
-    return f"{value:.2f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else md_text(str(value))
-
-
 def summary_markdown(trace: Trace) -> str:
     """One line of headline numbers (no model text; the trace's own strings escaped: it may be an upload)."""
     m = trace.metrics
     parts = [
         f"**{decoder_label(trace.decoder)}** · {md_text(trace.model.name)}",
-        counted(len(trace.regions), "region"), counted(m.get("tokens") or 0, "token"), f"NFE {m.get('nfe')}",
-        f"{m.get('tokens_per_forward')} tokens/forward", counted(trace.clock_length, "forward pass", "forward passes"),
-        f"wall {_seconds(m.get('wall_s'))} s (prefill {_seconds(m.get('prefill_s'))} s)",
+        counted(len(trace.regions), "region"), counted(m.tokens, "token"), f"NFE {m.nfe}",
+        f"{m.tokens_per_forward} tokens/forward", counted(trace.clock_length, "forward pass", "forward passes"),
+        f"wall {m.wall_s:.2f} s (prefill {m.prefill_s:.2f} s)",
     ]
-    if "cer" in m:
-        parts.append(f"CER {100 * m['cer']:.2f}%")
-    if "truncated" in m:
-        parts.append(f"⚠ truncated: {md_text(m['truncated'])}")
+    if m.cer is not None:
+        parts.append(f"CER {100 * m.cer:.2f}%")
+    if m.truncated:
+        parts.append(f"⚠ truncated: {md_text(m.truncated)}")
     return " · ".join(parts)
