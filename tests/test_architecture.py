@@ -25,7 +25,7 @@ ALLOWED = {
     "mudiff_viz.corpus": {"mudiff_viz.core", "mudiff_viz.inputs", "models", "mudiff_viz.decoding", "mudiff_viz.views",
                           "mudiff_viz.probes", "mudiff_viz.corpus"},
 }
-TOP = {"mudiff_viz.ui", "mudiff_viz.cli", "mudiff_viz.workers", "mudiff_viz", "mudiff_viz.__main__"}  # entry points: anything below
+TOP = {"mudiff_viz.ui", "mudiff_viz.cli", "mudiff_viz.workers", "mudiff_viz.notebook", "mudiff_viz", "mudiff_viz.__main__"}  # entry points: anything below
 
 
 def _module(path: Path) -> str:
