@@ -166,10 +166,11 @@ class ShuffleComparison:
         return mimebundle(self)
 
 
-def shuffle(source: Source, *, level: float = 1.0, seed: int = 0, model: str = "nano", page: int = 0,
-            limits: Limits | None = None, **knobs: Any) -> ShuffleComparison:
+def shuffle(source: Source, *, level: float = 1.0, seed: int = 0, model: str = "nano", ar_model: str | None = None,
+            page: int = 0, limits: Limits | None = None, **knobs: Any) -> ShuffleComparison:
     """Semantic Shuffle (our reconstruction, docs/semantic-shuffle.md): words permuted within each
-    line at ``level`` (0..1, seeded), the page re-rendered; both pages through both decoders."""
+    line at ``level`` (0..1, seeded), the page re-rendered; both pages through both decoders
+    (``ar_model`` defaults to ``model``)."""
     limits = limits or current()
     params = {d: make_params(limits, **check_knobs(knobs)) for d in DECODERS}
     resolved = resolve(source)
@@ -179,7 +180,7 @@ def shuffle(source: Source, *, level: float = 1.0, seed: int = 0, model: str = "
         gt = Path(resolved).with_suffix(".txt").read_text(encoding="utf-8", errors="replace")
     pages = shuffle_pages(data, level, seed, page_index=page, gt_text=gt, trusted=is_sample(resolved), limits=limits,
                           name=display_name(source))
-    traces = decode_grid(pages, {d: model for d in DECODERS}, params)
+    traces = decode_grid(pages, {"diffusion": model, "ar": ar_model or model}, params)
     for (_, column), trace in traces.items():
         page_images.remember(trace, pages.page(column).page.image)
     return ShuffleComparison(level=pages.level, seed=pages.seed, traces=traces, scores=score_grid(traces, pages),
@@ -192,14 +193,15 @@ def models() -> pd.DataFrame:
     for spec in registry.configured_models():
         if spec in registry.SHIPPED:
             twins = [t for t in ("diffusion", "ar") if registry.twin_installed(spec, t)]
-            status = "installed" if len(twins) == 2 else f"weights missing: {registry.twin_dir(spec, 'diffusion').parent}"
+            missing = registry.twin_dir(spec, "diffusion").parent
+            status = "installed" if len(twins) == 2 else f"weights missing: {missing}"
             rows.append({"spec": spec, "source": "embedded", "weights": registry.SHIPPED[spec],
                          "model_type": f"nano ({', '.join(twins)})", "status": status})
             continue
         path = Path(spec).expanduser()
         if not path.is_dir():  # a hub id is never fetched just to be listed
-            rows.append({"spec": spec, "source": "hub id", "weights": None, "model_type": None,
-                         "status": "not a local directory: downloaded when first used, if MUDIFF_ALLOW_HUB=1"})
+            rows.append({"spec": spec, "source": "hub id or missing directory", "weights": None, "model_type": None,
+                         "status": "not a local directory (a hub id downloads on first use when MUDIFF_ALLOW_HUB=1)"})
             continue
         try:
             rows.append({"spec": spec, "source": "checkpoint", "weights": str(path),

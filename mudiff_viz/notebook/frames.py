@@ -32,9 +32,10 @@ POSITION_FIELDS = [
     ("topk_probs", pa.list_(pa.float64())),
 ]
 STEP_POSITIONS = pa.schema(list(STEPS) + POSITION_FIELDS)
+Key = str | None  # run_id, page_id, decoder: a store's row key (None: not in a store)
 
 
-def _key(trace: Trace, run_id: str | None, page_id: str | None, decoder: str | None) -> dict:
+def _key(trace: Trace, run_id: Key, page_id: Key, decoder: Key) -> dict:
     """The store's row key (``Store.key(i)``); a trace that is not in a store has nulls there."""
     if decoder not in (None, trace.decoder):
         raise UserInputError(f"this trace was decoded by {trace.decoder}, not {decoder}")
@@ -46,17 +47,17 @@ def to_frame(table: pa.Table) -> pd.DataFrame:
     return table.to_pandas(types_mapper=pd.ArrowDtype)
 
 
-def tokens_table(trace: Trace, run_id: str | None = None, page_id: str | None = None, decoder: str | None = None) -> pa.Table:
+def tokens_table(trace: Trace, run_id: Key = None, page_id: Key = None, decoder: Key = None) -> pa.Table:
     return pa.Table.from_pylist(token_rows(_key(trace, run_id, page_id, decoder), trace), schema=TOKENS)
 
 
-def tokens_frame(trace: Trace, run_id: str | None = None, page_id: str | None = None, decoder: str | None = None) -> pd.DataFrame:
+def tokens_frame(trace: Trace, run_id: Key = None, page_id: Key = None, decoder: Key = None) -> pd.DataFrame:
     """One row per token (region, index, text, id, commit forward and time, confidence, box, right or
     wrong against the ground truth, block and step in block): the corpus ``tokens`` table's columns."""
     return to_frame(tokens_table(trace, run_id, page_id, decoder))
 
 
-def steps_table(trace: Trace, run_id: str | None = None, page_id: str | None = None, decoder: str | None = None) -> pa.Table:
+def steps_table(trace: Trace, run_id: Key = None, page_id: Key = None, decoder: Key = None) -> pa.Table:
     rows = []
     for step, s in zip(step_rows(_key(trace, run_id, page_id, decoder), trace), trace.steps):
         for pos, cand, conf, done, topk in zip(s.positions, s.candidates, s.confidences, s.committed, s.topk):
@@ -66,7 +67,7 @@ def steps_table(trace: Trace, run_id: str | None = None, page_id: str | None = N
     return pa.Table.from_pylist(rows, schema=STEP_POSITIONS)
 
 
-def steps_frame(trace: Trace, run_id: str | None = None, page_id: str | None = None, decoder: str | None = None) -> pd.DataFrame:
+def steps_frame(trace: Trace, run_id: Key = None, page_id: Key = None, decoder: Key = None) -> pd.DataFrame:
     """One row per (step, masked position): forward, region, block, the guess and its confidence,
     whether it was committed, the top-k; plus the corpus ``steps`` table's per-step columns."""
     return to_frame(steps_table(trace, run_id, page_id, decoder))

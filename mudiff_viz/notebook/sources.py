@@ -32,7 +32,8 @@ def resolve(source: Source) -> str | bytes:
     if isinstance(source, (bytes, bytearray)):
         return bytes(source)
     if not isinstance(source, (str, Path)):
-        raise UserInputError(f"a page is a path, a bundled sample's name, bytes or a PIL image, got {type(source).__name__}")
+        kind = type(source).__name__
+        raise UserInputError(f"a page is a path, a bundled sample's name, bytes or a PIL image, got {kind}")
     path = Path(source)
     if path.is_file():
         return str(path)

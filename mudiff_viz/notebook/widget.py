@@ -37,7 +37,7 @@ def payload_of(obj: Any) -> tuple[dict, str]:
         panes = [player_payload(t, image_url=page_images.data_url(t)) for t in (obj.ar, obj.diffusion)]
         return compare_payload(panes), f"{obj.diffusion.page.source}: AR vs diffusion"
     if hasattr(obj, "traces") and hasattr(obj, "level"):  # api.ShuffleComparison
-        images = {column: page_images.data_url(obj.traces[("diffusion", column)]) for column in ("original", "shuffled")}
+        images = {col: page_images.data_url(obj.traces[("diffusion", col)]) for col in ("original", "shuffled")}
         return grid_payload(obj.traces, images, obj.level), f"Semantic Shuffle at level {obj.level:g}"
     if isinstance(obj, dict) and obj.get("kind") == "mudiff-player":
         return obj, "mudiff-viz player"
