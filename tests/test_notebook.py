@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 
 from tests.notebook_support import NOTEBOOK, cell_by_tag, execute_notebook, notebook_page, widget_id, widget_states
-from tests.ui_support import require_chromium
 
-require_chromium()
+# the browser tests take the `browser` fixture (conftest.py), which skips them, with the reason, without Chromium
 
 
 @pytest.fixture(scope="module")
