@@ -9,7 +9,6 @@ so a bad value raises the same one-line :class:`UserInputError`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -24,11 +23,11 @@ from mudiff_viz.decoding.settings import KNOB, KNOBS
 from mudiff_viz.inputs.page import Page
 from mudiff_viz.inputs.pages import read_source
 from mudiff_viz.notebook import page_images
+from mudiff_viz.notebook.comparisons import Comparison, ShuffleComparison
 from mudiff_viz.notebook.sources import Source, display_name, is_sample, resolve
 from mudiff_viz.probes.apply import ProbeSpec, parse_word_list, probed_page
 from mudiff_viz.probes.pairs import DECODERS, decode_grid, score_grid, shuffle_pages
 from mudiff_viz.probes.perturb import parse_degrade
-from mudiff_viz.views import tables
 
 __all__ = ["Comparison", "ShuffleComparison", "compare", "decode", "load_trace", "models", "shuffle"]
 
@@ -92,37 +91,6 @@ def load_trace(path: str | Path) -> Trace:
     return Trace.load(path)
 
 
-@dataclass
-class Comparison:
-    """AR and diffusion on one page, played on one clock (the app's Compare tab)."""
-
-    ar: Trace
-    diffusion: Trace
-
-    @property
-    def traces(self) -> list[Trace]:
-        return [self.ar, self.diffusion]
-
-    def metrics_frame(self) -> pd.DataFrame:
-        """The Compare tab's metrics table: one row per metric, one column per decoder."""
-        headers, rows = tables.metrics_table(self.traces)
-        return pd.DataFrame(rows, columns=headers).set_index("metric")
-
-    def tokens_frame(self) -> pd.DataFrame:
-        """Both traces' token rows (the ``decoder`` column tells them apart)."""
-        return pd.concat([t.tokens_frame() for t in self.traces], ignore_index=True)
-
-    def player(self, **kwargs: Any):
-        from mudiff_viz.notebook.widget import Player
-
-        return Player(self, **kwargs)
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        from mudiff_viz.notebook.widget import mimebundle
-
-        return mimebundle(self)
-
-
 def compare(source: Source, *, model: str = "nano", ar_model: str | None = None, page: int = 0, dpi: float = 150,
             occlude=None, degrade=None, probe_seed: int = 0, limits: Limits | None = None, **knobs: Any) -> Comparison:
     """Both decoders on the same page (AR first, as the app does); ``ar_model`` defaults to ``model``."""
@@ -134,36 +102,6 @@ def compare(source: Source, *, model: str = "nano", ar_model: str | None = None,
     for t in (ar, diffusion):
         page_images.remember(t, loaded.image)
     return Comparison(ar=ar, diffusion=diffusion)
-
-
-@dataclass
-class ShuffleComparison:
-    """One page against its word-shuffled copy, each through both decoders (the Shuffle tab).
-
-    ``traces`` and ``scores`` are keyed (decoder, column), column "original" (the level-0 control)
-    or "shuffled"; a score is CER, error tokens and confidently wrong tokens against that page's
-    own ground truth (None without one)."""
-
-    level: float
-    seed: int
-    traces: dict[tuple[str, str], Trace]
-    scores: dict[tuple[str, str], dict | None]
-    lines_changed: int
-    lines_total: int
-
-    def scores_frame(self) -> pd.DataFrame:
-        rows = [{"decoder": d, "page": c, **(score or {})} for (d, c), score in self.scores.items()]
-        return pd.DataFrame(rows).set_index(["decoder", "page"])
-
-    def player(self, **kwargs: Any):
-        from mudiff_viz.notebook.widget import Player
-
-        return Player(self, **kwargs)
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        from mudiff_viz.notebook.widget import mimebundle
-
-        return mimebundle(self)
 
 
 def shuffle(source: Source, *, level: float = 1.0, seed: int = 0, model: str = "nano", ar_model: str | None = None,
