@@ -98,6 +98,8 @@ def test_every_displayed_player_plays(executed, opened):
         root = widget(executed, tag)
         assert opened.locator(f"{root} .mp-pane").count() == panes, tag
         assert opened.locator(f"{root} .token").count() > 100, tag
+        images = opened.eval_on_selector_all(f"{root} img.mp-page-img", "els => els.map(e => e.naturalWidth)")
+        assert len(images) == panes and all(w > 0 for w in images), tag  # the page under every pane
 
 
 def test_the_widget_opens_at_its_frame_scrubs_and_reports_back(executed, opened):

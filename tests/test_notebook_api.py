@@ -67,6 +67,9 @@ def test_a_page_by_name_path_bytes_or_image(tiny_models):
     image = Image.open(ROOT / "assets" / "samples" / "scan-times.jpg")
     scan = mv.decode(image, model=model, decoder="ar", max_new_tokens=8)
     assert scan.regions and all(len(r.tokens) <= 8 for r in scan.regions)
+    unrecorded = mv.decode(SAMPLE, model=model, decoder="ar", record=False)
+    assert unrecorded.text == by_path.text and unrecorded.steps == []
+    assert len(unrecorded.steps_frame()) == 0 and len(unrecorded.tokens_frame()) == unrecorded.n_tokens
     with pytest.raises(mv.UserInputError, match="no such file or bundled sample: nope.*courier-short.pdf"):
         mv.decode("nope")
     with pytest.raises(mv.UserInputError, match="got int"):
