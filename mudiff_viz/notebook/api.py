@@ -21,7 +21,7 @@ from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.pipeline import decode_page, make_params
 from mudiff_viz.decoding.settings import KNOB, KNOBS
 from mudiff_viz.inputs.page import Page
-from mudiff_viz.inputs.pages import read_source
+from mudiff_viz.inputs.pages import read_source, sniff_kind
 from mudiff_viz.notebook import page_images
 from mudiff_viz.notebook.comparisons import Comparison, ShuffleComparison
 from mudiff_viz.notebook.sources import Source, display_name, is_sample, resolve
@@ -113,9 +113,10 @@ def shuffle(source: Source, *, level: float = 1.0, seed: int = 0, model: str = "
     params = {d: make_params(limits, **check_knobs(knobs)) for d in DECODERS}
     resolved = resolve(source)
     data, _ = read_source(resolved, limits)
-    gt = None
-    if isinstance(resolved, str) and Path(resolved).with_suffix(".txt").is_file():  # an image's sidecar
-        gt = Path(resolved).with_suffix(".txt").read_text(encoding="utf-8", errors="replace")
+    gt = None  # a PDF's ground truth is its text layer; an image's, the .txt beside it (as the CLI reads it)
+    sidecar = Path(resolved).with_suffix(".txt") if isinstance(resolved, str) else None
+    if sidecar is not None and sniff_kind(data) != "pdf" and sidecar.is_file():
+        gt = sidecar.read_text(encoding="utf-8", errors="replace")
     pages = shuffle_pages(data, level, seed, page_index=page, gt_text=gt, trusted=is_sample(resolved), limits=limits,
                           name=display_name(source))
     traces = decode_grid(pages, {"diffusion": model, "ar": ar_model or model}, params)
