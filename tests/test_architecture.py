@@ -29,7 +29,7 @@ ALLOWED = {
                       "mudiff_viz.probes", "mudiff_viz.bench", "nano_training"},
 }
 OURS = ("mudiff_viz", "models", "nano_training")
-TOP = {"mudiff_viz.ui", "mudiff_viz.cli", "mudiff_viz.workers", "mudiff_viz", "mudiff_viz.__main__"}  # entry points: anything below
+TOP = {"mudiff_viz.ui", "mudiff_viz.cli", "mudiff_viz.workers", "mudiff_viz.notebook", "mudiff_viz", "mudiff_viz.__main__"}  # entry points: anything below
 
 
 def _module(path: Path) -> str:

@@ -54,32 +54,17 @@ def register(sub) -> None:
 
 
 def cmd_decode(args) -> int:
-    from mudiff_viz.decoding.pipeline import decode_page, make_params
+    from mudiff_viz.notebook.api import decode  # the public API's decode: one code path (docs/notebook.md)
 
-    limits = limits_from(args)
-    params = make_params(limits, **knobs_from(args))
-    page = probed_page(args, limits)
-    params.record = not args.no_record
-    params.fused = args.fused
-    trace = decode_page(page, model=args.model, decoder=args.decoder, params=params, mode=args.mode,
-                        layout_prompt=args.layout_prompt)
+    trace = decode(args.input, model=args.model, decoder=args.decoder, page=args.page, dpi=args.dpi, mode=args.mode,
+                   layout_prompt=args.layout_prompt, occlude=args.occlude_words or args.occlude, degrade=args.degrade,
+                   probe_seed=args.probe_seed, record=not args.no_record, fused=args.fused, limits=limits_from(args),
+                   **knobs_from(args))
     size = trace.save(args.out)
     if not args.quiet:
         print(trace.text)
     print(summary_line(trace) + f" trace={args.out} ({size / 1e6:.2f} MB)", file=sys.stderr if not args.quiet else sys.stdout)
     return EXIT_OK
-
-
-def probed_page(args, limits):
-    """The page to decode: loaded, then occluded and degraded when asked (probes/apply.py)."""
-    from mudiff_viz.probes.apply import ProbeSpec, parse_word_list
-    from mudiff_viz.probes.apply import probed_page as apply_probes
-    from mudiff_viz.probes.perturb import parse_degrade
-
-    words = parse_word_list(args.occlude_words)
-    spec = ProbeSpec(occlude_words=words, occlude_fraction=None if words else args.occlude,
-                     degrade=parse_degrade(args.degrade) if args.degrade else {}, seed=args.probe_seed)
-    return apply_probes(args.input, args.page, args.dpi, spec, limits)
 
 
 def cmd_view(args) -> int:

@@ -168,6 +168,11 @@ class Metrics(Mapping):
         return {k: self[k] for k in self}
 
 
+# Filled by mudiff_viz/__init__.py (runs before any module of the package): the notebook layer's
+# frame builders and player, so core imports nothing above it.
+NOTEBOOK_HOOKS: dict[str, Any] = {}
+
+
 @dataclass
 class Trace:
     decoder: str  # a registered decoder: "diffusion" | "ar"
@@ -206,6 +211,19 @@ class Trace:
 
     def token_text(self, token_id: int) -> str:
         return self.vocab.get(str(token_id), f"<{token_id}>")
+
+    # ---- in a notebook: frames and the inline player live above core (mudiff_viz/notebook) -----
+
+    def tokens_frame(self, **key: Any) -> Any:
+        """One row per token as a pandas DataFrame: the corpus tokens table's columns (docs/notebook.md)."""
+        return NOTEBOOK_HOOKS["tokens_frame"](self, **key)
+
+    def steps_frame(self, **key: Any) -> Any:
+        """One row per (step, masked position) as a pandas DataFrame (docs/notebook.md)."""
+        return NOTEBOOK_HOOKS["steps_frame"](self, **key)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+        return NOTEBOOK_HOOKS["mimebundle"](self)
 
     # ---- JSON --------------------------------------------------------------------------------
 

@@ -1,0 +1,151 @@
+"""The public functions: a page into a Trace, both decoders on one clock, Semantic Shuffle, saved
+traces, the model list. ``import mudiff_viz as mv`` exposes them; the CLI's ``decode`` calls
+:func:`decode`, so a notebook and the command line take one code path.
+
+Knobs are :data:`mudiff_viz.decoding.settings.KNOBS` (block_length, steps, threshold, strategy,
+temperature, top_k, top_p, seed, max_new_tokens), checked by the same ``Knob.check`` as the CLI's,
+so a bad value raises the same one-line :class:`UserInputError`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from models import registry
+from mudiff_viz.core.errors import ModelLoadError, UserInputError
+from mudiff_viz.core.limits import Limits, current
+from mudiff_viz.core.trace import Trace
+from mudiff_viz.decoding.pipeline import decode_page, make_params
+from mudiff_viz.decoding.settings import KNOB, KNOBS
+from mudiff_viz.inputs.page import Page
+from mudiff_viz.inputs.pages import read_source, sniff_kind
+from mudiff_viz.notebook import page_images
+from mudiff_viz.notebook.comparisons import Comparison, ShuffleComparison
+from mudiff_viz.notebook.sources import Source, display_name, is_sample, resolve
+from mudiff_viz.probes.apply import ProbeSpec, parse_word_list, probed_page
+from mudiff_viz.probes.pairs import DECODERS, decode_grid, score_grid, shuffle_pages
+from mudiff_viz.probes.perturb import parse_degrade
+
+__all__ = ["Comparison", "ShuffleComparison", "compare", "decode", "load_trace", "models", "shuffle"]
+
+
+def check_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
+    """Only known knob names, each value checked (the CLI's messages); returns them unchanged."""
+    unknown = sorted(set(knobs) - set(KNOB))
+    if unknown:
+        raise UserInputError(f"unknown knob {unknown[0]!r}; knobs are {', '.join(k.name for k in KNOBS)}")
+    for name, value in knobs.items():
+        if value is not None:
+            KNOB[name].check(value)
+    return knobs
+
+
+def probe_spec(occlude: float | Iterable[int] | str | None = None, degrade: str | dict | None = None,
+               probe_seed: int = 0) -> ProbeSpec:
+    """``occlude``: a fraction of the words, or word indices (a list or "3,17,20"); ``degrade``:
+    "dpi=72,blur=1" or a dict of the same knobs."""
+    words = fraction = None
+    if isinstance(occlude, str):
+        words = parse_word_list(occlude)
+    elif isinstance(occlude, (int, float)) and not isinstance(occlude, bool):
+        fraction = float(occlude) or None
+    elif occlude is not None:
+        words = parse_word_list(",".join(str(int(w)) for w in occlude))
+    if isinstance(degrade, str):
+        degrade = parse_degrade(degrade)
+    return ProbeSpec(occlude_words=words, occlude_fraction=fraction, degrade=dict(degrade or {}), seed=int(probe_seed))
+
+
+def load_page(source: Source, page: int = 0, dpi: float = 150, occlude=None, degrade=None, probe_seed: int = 0,
+              limits: Limits | None = None) -> Page:
+    """The page the decoders see: loaded, then occluded and degraded when asked (probes/apply.py)."""
+    return probed_page(resolve(source), page, dpi, probe_spec(occlude, degrade, probe_seed), limits or current())
+
+
+def decode(source: Source, *, model: str = "nano", decoder: str = "diffusion", page: int = 0, dpi: float = 150,
+           mode: str = "page", layout_prompt: str = "detection", occlude: float | Iterable[int] | str | None = None,
+           degrade: str | dict | None = None, probe_seed: int = 0, record: bool = True, fused: bool = False,
+           limits: Limits | None = None, **knobs: Any) -> Trace:
+    """Decode one page into a Trace (every denoising step recorded unless ``record=False``).
+
+    ``source``: a path, a bundled sample's name ("courier-short"), file bytes or a PIL image.
+    ``model``: "nano" (the embedded character pair), "nano-subword", a checkpoint directory.
+    ``occlude`` / ``degrade`` / ``probe_seed``: the probes of ``decode --occlude/--degrade``.
+    ``knobs``: block_length, steps, threshold, strategy, temperature, top_k, top_p, seed,
+    max_new_tokens (docs/notebook.md); bad values raise the CLI's one-line errors.
+    """
+    limits = limits or current()
+    params = make_params(limits, **check_knobs(knobs))  # bad knobs fail before any page or model work
+    params.record, params.fused = record, fused
+    loaded = load_page(source, page, dpi, occlude, degrade, probe_seed, limits)
+    trace = decode_page(loaded, model=model, decoder=decoder, params=params, mode=mode, layout_prompt=layout_prompt)
+    page_images.remember(trace, loaded.image)
+    return trace
+
+
+def load_trace(path: str | Path) -> Trace:
+    """A saved trace (JSON, version 1 or 2), validated; replays with no model."""
+    return Trace.load(path)
+
+
+def compare(source: Source, *, model: str = "nano", ar_model: str | None = None, page: int = 0, dpi: float = 150,
+            occlude=None, degrade=None, probe_seed: int = 0, limits: Limits | None = None, **knobs: Any) -> Comparison:
+    """Both decoders on the same page (AR first, as the app does); ``ar_model`` defaults to ``model``."""
+    limits = limits or current()
+    params = {d: make_params(limits, **check_knobs(knobs)) for d in DECODERS}
+    loaded = load_page(source, page, dpi, occlude, degrade, probe_seed, limits)
+    ar = decode_page(loaded, model=ar_model or model, decoder="ar", params=params["ar"])
+    diffusion = decode_page(loaded, model=model, decoder="diffusion", params=params["diffusion"])
+    for t in (ar, diffusion):
+        page_images.remember(t, loaded.image)
+    return Comparison(ar=ar, diffusion=diffusion)
+
+
+def shuffle(source: Source, *, level: float = 1.0, seed: int = 0, model: str = "nano", ar_model: str | None = None,
+            page: int = 0, limits: Limits | None = None, **knobs: Any) -> ShuffleComparison:
+    """Semantic Shuffle (our reconstruction, docs/semantic-shuffle.md): words permuted within each
+    line at ``level`` (0..1, seeded), the page re-rendered; both pages through both decoders
+    (``ar_model`` defaults to ``model``)."""
+    limits = limits or current()
+    params = {d: make_params(limits, **check_knobs(knobs)) for d in DECODERS}
+    resolved = resolve(source)
+    data, _ = read_source(resolved, limits)
+    gt = None  # a PDF's ground truth is its text layer; an image's, the .txt beside it (as the CLI reads it)
+    sidecar = Path(resolved).with_suffix(".txt") if isinstance(resolved, str) else None
+    if sidecar is not None and sniff_kind(data) != "pdf" and sidecar.is_file():
+        gt = sidecar.read_text(encoding="utf-8", errors="replace")
+    pages = shuffle_pages(data, level, seed, page_index=page, gt_text=gt, trusted=is_sample(resolved), limits=limits,
+                          name=display_name(source))
+    traces = decode_grid(pages, {"diffusion": model, "ar": ar_model or model}, params)
+    for (_, column), trace in traces.items():
+        page_images.remember(trace, pages.page(column).page.image)
+    return ShuffleComparison(level=pages.level, seed=pages.seed, traces=traces, scores=score_grid(traces, pages),
+                             lines_changed=pages.lines_changed, lines_total=pages.lines_total)
+
+
+def models() -> pd.DataFrame:
+    """What ``model=`` can load: the embedded pairs and the ``MUDIFF_MODELS`` checkpoints, with status."""
+    rows = []
+    for spec in registry.configured_models():
+        if spec in registry.SHIPPED:
+            twins = [t for t in ("diffusion", "ar") if registry.twin_installed(spec, t)]
+            missing = registry.twin_dir(spec, "diffusion").parent
+            status = "installed" if len(twins) == 2 else f"weights missing: {missing}"
+            rows.append({"spec": spec, "source": "embedded", "weights": registry.SHIPPED[spec],
+                         "model_type": f"nano ({', '.join(twins)})", "status": status})
+            continue
+        path = Path(spec).expanduser()
+        if not path.is_dir():  # a hub id is never fetched just to be listed
+            rows.append({"spec": spec, "source": "hub id or missing directory", "weights": None, "model_type": None,
+                         "status": "not a local directory (a hub id downloads on first use when MUDIFF_ALLOW_HUB=1)"})
+            continue
+        try:
+            rows.append({"spec": spec, "source": "checkpoint", "weights": str(path),
+                         "model_type": registry.model_kind(path), "status": "found"})
+        except ModelLoadError as exc:
+            rows.append({"spec": spec, "source": "checkpoint", "weights": str(path), "model_type": None,
+                         "status": str(exc)})
+    return pd.DataFrame(rows)
