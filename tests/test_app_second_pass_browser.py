@@ -298,7 +298,7 @@ def test_a_newcomer_sees_run_and_the_real_models(page):
     # and half its pages are shuffled: the variant is rebuilt from the source file)
     points = page.locator("#corpus-fig-cer-by-level .scatterlayer .point")
     points.first.wait_for(state="visible", timeout=60_000)
-    points.last.click(force=True)
+    points.first.click(force=True)
     wait_for_result(page, "#corpus-player", timeout=60_000)
     assert page.locator("#corpus-player .mp-page-img").count() == 1
 

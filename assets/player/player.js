@@ -1273,7 +1273,7 @@
         ["st-now", "committed this step", "a"], ["st-done", "committed earlier", "a"], ["st-done low", "low confidence (< " + this.opts.underline + ")", "a"],
         ["st-done special", "end of text (the model's stop token, whatever its tokenizer calls it)", EOS_MARK],
         ["filler st-done", "filled after the end of text: shown while its block is open, then dropped (Keep discarded shows them)", FILLER_GLYPH]];
-      if (this.models.some((m) => m.hasOcclusion)) states.push(["token st-done occ", "word blanked on the page (occlusion probe): dashed outline on the page, dashed underline in the text", "ab"]);
+      if (this.models.some((m) => m.hasOcclusion)) states.push(["st-done occ", "word blanked on the page (occlusion probe): dashed outline on the page, dashed underline in the text", "ab"]);
       const stBox = el("div", "mp-legend-states");
       states.forEach(([cls, label, sample]) => {
         const item = el("span", "mp-legend-item");
