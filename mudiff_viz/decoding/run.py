@@ -134,7 +134,7 @@ def _alternatives(ids: list[int], probs: list[float]) -> list[list[float]]:
     return [[int(t), round(p, 3)] for k, (t, p) in enumerate(zip(ids, probs)) if k == 0 or p >= 0.0005]
 
 
-Snapshot = Callable[[Callable[[], Trace]], None]  # told after each block: call the argument for the trace so far
+Snapshot = Callable[[Callable[[], Trace]], None]  # told after each block (and denoising step): call the argument for the trace so far
 
 
 class DecodeRun:

@@ -59,8 +59,8 @@ def lesson_summary(lesson: howitworks.Lesson, traces: list[Trace], specs: list[s
         lines.append(f"⚠ {md_text(howitworks.run_label(r))} reads badly (CER {100 * t.metrics['cer']:.1f}%): {why}.")
     swapped = [f"{howitworks.PAIR_NAMES.get(r.family, r.family)} is not installed: the {s} pair ran instead"
                for r, s in zip(lesson.runs, specs) if s != r.family]
-    lines += [f"ℹ {x}." for x in dict.fromkeys(swapped)]
-    lines.append(f"👀 {lesson.watch}")
+    lines += [f"Note: {x}." for x in dict.fromkeys(swapped)]
+    lines.append(f"*Watch:* {lesson.watch}")
     return "  \n".join(lines)
 
 
