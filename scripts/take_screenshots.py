@@ -20,7 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
-VIEWPORT = {"width": 1500, "height": 1000}
+VIEWPORT = {"width": 1440, "height": 1000}
+PHONE = {"width": 390, "height": 844}
 
 
 def free_port() -> int:
@@ -105,21 +106,20 @@ def shot_viewer(pg, out: Path) -> None:
 
 
 def shot_how(pg, out: Path) -> None:
-    open_tab(pg, "How it works")  # the lessons themselves; their "Try it" buttons jump to the Decode tab
+    open_tab(pg, "How it works")  # the lessons themselves; their buttons play in the tab's own player
     pg.wait_for_selector("[id^=lesson-]")
     pg.screenshot(path=str(out / "how-it-works.png"), full_page=False)
 
 
 def shot_lesson(pg, out: Path) -> None:
-    """Lesson 1's button: the Decode tab on the subword pair (when shipped), scrubbed to a third."""
+    """Lesson 7: both embedded pairs on one clock in the lessons' player, scrubbed to a tenth."""
     open_tab(pg, "How it works")
-    shot_player(pg, out, "lesson-masks.png", "#lesson-masks", "#player", 0.33, "#decode-status")
+    shot_player(pg, out, "lesson-pairs.png", "#lesson-pairs", "#lesson-player", 0.1, "#lesson-status")
 
 
 def shot_corpus(pg, out: Path) -> None:
-    """The Corpus tab on its example store (assets/corpus), a page's point clicked and played."""
+    """The Corpus tab on its first view: the example store (assets/corpus) opens by itself."""
     open_tab(pg, "Corpus")
-    pg.click("#corpus-open")
     pg.wait_for_function("() => /decoded pages/.test(document.querySelector('#corpus-status').innerText)",
                          timeout=120_000)
     pg.wait_for_selector("#corpus-fig-cer-by-level .scatterlayer .point", timeout=60_000)
@@ -127,6 +127,27 @@ def shot_corpus(pg, out: Path) -> None:
     show(pg, "#corpus-status")
     pg.mouse.move(2, 2)
     pg.screenshot(path=str(out / "corpus.png"), full_page=False)
+
+
+def shot_phone(browser, url: str, out: Path) -> None:
+    """390 x 844: the first screen (Run on it), then the player mid-decode with its sticky controls."""
+    ctx = browser.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True, has_touch=True)
+    pg = ctx.new_page()
+    pg.goto(url)
+    pg.wait_for_selector(".gradio-container")
+    pg.wait_for_timeout(1500)
+    pg.screenshot(path=str(out / "phone-start.png"), full_page=False)
+    pg.click("#decode-run")
+    pg.wait_for_function(
+        """() => { const m = document.querySelector('#player .mp-mount');
+             return !!m && m.dataset.kind === 'mudiff-player' && m.dataset.partial === '0' && !!m.querySelector('.token'); }""",
+        timeout=600_000)
+    pg.wait_for_timeout(800)
+    scrub(pg, "#player", 0.5)
+    pg.eval_on_selector("#player .mp-text", "el => el.scrollIntoView({block: 'center'})")
+    pg.wait_for_timeout(400)
+    pg.screenshot(path=str(out / "phone-player.png"), full_page=False)
+    ctx.close()
 
 
 def shot_offline(browser, out: Path) -> None:
@@ -158,7 +179,7 @@ SHOTS = {"decode": shot_decode, "compare": shot_compare, "shuffle": shot_shuffle
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
-    ap.add_argument("--only", default=",".join([*SHOTS, "offline"]))
+    ap.add_argument("--only", default=",".join([*SHOTS, "phone", "offline"]))
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from playwright.sync_api import sync_playwright
@@ -180,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
                 SHOTS[name](pg, out)
                 ctx.close()
                 print(f"{name}: done", flush=True)
+            if "phone" in wanted:
+                shot_phone(browser, f"http://127.0.0.1:{port}/", out)
+                print("phone: done", flush=True)
             if "offline" in wanted:
                 shot_offline(browser, out)
                 print("offline: done", flush=True)

@@ -981,6 +981,7 @@
   }
   const HINT = "Hover a token or a box for its alternatives; click or tap to pin it here. Keyboard: Tab to the text, arrow keys move between tokens, Enter pins, Esc unpins.";
   const NAV_KEYS = new Set(["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End"]);
+  const PHONE_WIDTH = "(max-width: 640px)"; // options and legend fold away (player.css has the same width)
   const NARROW = "(max-width: 900px)"; // one column: panes stack, the pinned card docks under its pane
 
   class Player {
@@ -1026,6 +1027,7 @@
       // every DOM reference cached on the player belongs to the previous result: drop them all (a
       // kept legend would be rebuilt detached, a kept readout text would never be written again)
       this.legend = null;
+      this.more = null;
       this._label = null;
       this.pinned = null;
       this.hover = null;
@@ -1242,8 +1244,14 @@
       under.value = String(this.opts.underline);
       under.addEventListener("change", () => { const v = Number(under.value); if (v >= 0 && v <= 1) { this.opts.underline = v; this.buildLegend(); this.redraw(true); } });
       field("Underline below", under);
+      // the options and the legend: one disclosure, folded on phones so the text sits close to Play
+      this.more = el("details", "mp-more");
+      const summary = el("summary", "", "Options and legend");
+      this.more.appendChild(summary);
+      this.more.appendChild(row2);
+      this.more.open = !(typeof window.matchMedia === "function" && window.matchMedia(PHONE_WIDTH).matches);
       this.root.appendChild(bar);
-      this.root.appendChild(row2);
+      this.root.appendChild(this.more);
     }
     updateColourModes() {
       const modes = [["confidence", "confidence"], ["commit", "commit step"]];
@@ -1258,14 +1266,14 @@
       if (sel.value !== this.opts.colourBy) sel.value = this.opts.colourBy;
     }
     buildLegend() {
-      if (!this.legend) { this.legend = el("div", "mp-legend"); this.root.appendChild(this.legend); }
+      if (!this.legend) { this.legend = el("div", "mp-legend"); (this.more || this.root).appendChild(this.legend); }
       const lg = this.legend;
       while (lg.firstChild) lg.removeChild(lg.firstChild);
       const states = [["st-unreached", "not yet reached", ""], ["st-masked", "masked", MASK_GLYPH], ["st-ghost", "ghost guess (faded by confidence)", "g"],
         ["st-now", "committed this step", "a"], ["st-done", "committed earlier", "a"], ["st-done low", "low confidence (< " + this.opts.underline + ")", "a"],
-        ["token st-done special", "end of text (the model's stop token, whatever its tokenizer calls it)", EOS_MARK],
+        ["st-done special", "end of text (the model's stop token, whatever its tokenizer calls it)", EOS_MARK],
         ["filler st-done", "filled after the end of text: shown while its block is open, then dropped (Keep discarded shows them)", FILLER_GLYPH]];
-      if (this.models.some((m) => m.hasOcclusion)) states.push(["token st-done occ", "word blanked on the page (occlusion probe): dashed outline on the page, dashed underline in the text", "ab"]);
+      if (this.models.some((m) => m.hasOcclusion)) states.push(["st-done occ", "word blanked on the page (occlusion probe): dashed outline on the page, dashed underline in the text", "ab"]);
       const stBox = el("div", "mp-legend-states");
       states.forEach(([cls, label, sample]) => {
         const item = el("span", "mp-legend-item");

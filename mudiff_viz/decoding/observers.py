@@ -116,7 +116,7 @@ class Progress(DecodeObserver):
         self.report(done, total)
 
 
-Snapshot = Callable[[Callable[[], Trace]], None]  # handed a function that builds the trace so far
+Snapshot = Callable[[Callable[[], Trace]], None]  # handed, after each block (and denoising step), a builder of the trace so far
 
 
 class Streaming(DecodeObserver):

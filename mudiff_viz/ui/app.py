@@ -33,6 +33,8 @@ CSS = """
 /* clip, not hidden: a hidden overflow makes the container a scroll box, and the player's sticky
    controls (phones) would stick to it instead of to the screen */
 .gradio-container { overflow: clip !important; }
+/* phones: a smaller title, so the Run button is on the first screen with room to spare */
+@media (max-width: 640px) { .gradio-container h1 { font-size: 1.6em !important; } }
 #decode-run, #compare-run, #shuffle-run { min-height: 46px; font-size: 16px; }
 .mudiff-note { font-size: 13px; opacity: .85; }
 .mudiff-warning { border-left: 4px solid #d55e00; background: rgba(213, 94, 0, .08); padding: 6px 12px; border-radius: 4px; }
@@ -47,7 +49,8 @@ def build_app() -> gr.Blocks:
     # delete_cache: Gradio's copies of uploads and downloads older than an hour go, checked every 30 minutes
     with gr.Blocks(title="mudiff-viz: diffusion OCR, step by step", delete_cache=(1800, 3600)) as demo:
         gr.Markdown(INTRO)
-        with gr.Tabs(selected="decode") as tabs:
+        # "wrap": on a phone every tab stays in sight on a second row (the menu hid four behind "...")
+        with gr.Tabs(selected="decode", overflow_behavior="wrap"):
             with gr.Tab("Decode", id="decode"):
                 decode = decode_tab.build(default, model_choices)
             with gr.Tab("Compare AR vs diffusion", id="compare"):

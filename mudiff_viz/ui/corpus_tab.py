@@ -20,9 +20,9 @@ from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.corpus.report import tables_markdown
 from mudiff_viz.corpus.stats import corpus_figures, corpus_tables
 from mudiff_viz.corpus.store import TraceStore, check_run_id, load_page_trace
-from mudiff_viz.probes.replay import page_for_trace
 from mudiff_viz.ui.clickplot import PLOTLY_JS, ClickPlot
 from mudiff_viz.ui.common import ROOT, file_path, user_errors
+from mudiff_viz.ui.corpus_pages import corpus_page_image
 from mudiff_viz.ui.player import Player
 from mudiff_viz.views import tables
 from mudiff_viz.views.labels import counted
@@ -149,7 +149,7 @@ def open_point(store_dir, evt: gr.EventData):
         raise UserInputError("that point is not a page (click a page's point: the faint dots)")
     run_id, page_id, decoder = (str(k) for k in key)
     trace = load_page_trace(store_dir, check_run_id(run_id), page_id, decoder)
-    img = page_for_trace(trace.page)
+    img = corpus_page_image(trace, page_id, store_roots(), ROOT)
     payload = player_payload(trace, image_url=image_data_url(img) if img is not None else None)
     return tables.summary_markdown(trace) + f"  \npage `{page_id}` of run `{run_id}`", payload
 

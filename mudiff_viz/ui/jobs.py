@@ -4,7 +4,7 @@ Every call that runs a model holds the process's model slot (:mod:`mudiff_viz.ui
 wrapped by ``spaces.GPU`` on ZeroGPU Spaces (a plain call elsewhere); they return Trace objects,
 plain CPU data. :func:`streamed` runs a decode in a worker thread and hands the caller the trace so
 far whenever the caller is ready for another frame, so the player starts playing after the first
-block instead of after the whole page. On ZeroGPU the decode runs in another process: no frames,
+denoising step instead of after the whole page. On ZeroGPU the decode runs in another process: no frames,
 just the result.
 """
 

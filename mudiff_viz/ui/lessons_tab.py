@@ -26,8 +26,14 @@ LESSON_OUTPUTS = ("status", "player")
 BAD_CER = 0.05  # above this a pane "reads badly": the lesson says why in one line
 
 
-def pane(trace: Trace, run: howitworks.Run, image: str | None, partial: bool, stream: str) -> dict:
-    payload = player_payload(trace, image_url=image, label=howitworks.run_label(run), partial=partial, stream=stream)
+def label(run: howitworks.Run, spec: str) -> str:
+    """The pane's title; says so when another pair stood in for one that is not installed."""
+    text = howitworks.run_label(run)
+    return text if spec == run.family else f"{text} (run on {spec}: not installed)"
+
+
+def pane(trace: Trace, run: howitworks.Run, spec: str, image: str | None, partial: bool, stream: str) -> dict:
+    payload = player_payload(trace, image_url=image, label=label(run, spec), partial=partial, stream=stream)
     payload["short"] = howitworks.run_label(run).split(" · ")[-1]
     return payload
 
@@ -58,8 +64,8 @@ def lesson_summary(lesson: howitworks.Lesson, traces: list[Trace], specs: list[s
         lines.append(f"⚠ {md_text(howitworks.run_label(r))} reads badly (CER {100 * t.metrics['cer']:.1f}%): {why}.")
     swapped = [f"{howitworks.PAIR_NAMES.get(r.family, r.family)} is not installed: the {s} pair ran instead"
                for r, s in zip(lesson.runs, specs) if s != r.family]
-    lines += [f"ℹ {x}." for x in dict.fromkeys(swapped)]
-    lines.append(f"👀 {lesson.watch}")
+    lines += [f"Note: {x}." for x in dict.fromkeys(swapped)]
+    lines.append(f"*Watch:* {lesson.watch}")
     return "  \n".join(lines)
 
 
@@ -87,12 +93,12 @@ def run_lesson(key: str):
         for done, trace in jobs.streamed(lambda snap, spec=spec, run=run, knobs=knobs:
                                          jobs.decode_job(page, spec, run.decoder, knobs, None, snap)):
             if not done:
-                frame = panes_payload(done_panes + [pane(trace, run, image, True, stream)])
+                frame = panes_payload(done_panes + [pane(trace, run, spec, image, True, stream)])
                 yield results.ordered({"player": frame, "status": f"Running {md_text(lesson.title)}: "
                                        f"{md_text(howitworks.run_label(run))}, {counted(trace.clock_length, 'forward pass', 'forward passes')} so far…"},
                                       names)
         traces.append(trace)
-        done_panes.append(pane(trace, run, image, False, stream))
+        done_panes.append(pane(trace, run, spec, image, False, stream))
     yield results.ordered({"player": panes_payload(done_panes), "status": lesson_summary(lesson, traces, specs)}, names)
 
 

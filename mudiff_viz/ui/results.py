@@ -15,6 +15,7 @@ import gradio as gr
 
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.probes.apply import ProbeSpec
+from mudiff_viz.probes.replay import find_source
 from mudiff_viz.ui.common import one_line, request_dir, safe_stem, write_text, write_trace
 from mudiff_viz.views import figures, tables
 from mudiff_viz.views.diffs import diff_html
@@ -93,12 +94,17 @@ def files(paths: list[str]) -> dict:
     return gr.update(value=paths, visible=True)
 
 
+def clean_page(trace: Trace) -> bool:
+    """A bundled sample with no probes applied: a bad reading of it is the model's fault, not the page's."""
+    return not trace.page.probes and find_source(trace.page.sha256) is not None
+
+
 def warning_update(traces: list[Trace]) -> dict:
     """The out-of-range banner: shown when any decode looks like nonsense, with the reasons."""
     lines = []
     for t in traces:
         who = f"{decoder_label(t.decoder)}: " if len(traces) > 1 else ""
-        lines += [f"{who}{w}" for w in decode_warnings(t)]
+        lines += [f"{who}{w}" for w in decode_warnings(t, clean_page=clean_page(t))]
     if not lines:
         return gr.update(value="", visible=False)
     text = "⚠ **This result is probably not a reading of the page.**  \n" + "  \n".join(md_text(x, 400) for x in lines)

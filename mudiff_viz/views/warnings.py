@@ -16,8 +16,11 @@ LOW_TOKEN_SHARE = 0.3  # share of tokens under 0.5 confidence
 FEW_CHARS_PER_REGION = 4  # regions that found almost nothing
 
 
-def decode_warnings(trace: Trace) -> list[str]:
-    """Sentences saying why this result looks out of range (empty: nothing suspicious)."""
+def decode_warnings(trace: Trace, clean_page: bool = False) -> list[str]:
+    """Sentences saying why this result looks out of range (empty: nothing suspicious).
+
+    ``clean_page``: the page is known to be clean (a bundled sample, no probes), so a bad reading is
+    the model's or its settings', never the page's: the sentence says so instead of suspecting a photo."""
     out: list[str] = []
     tokens = [t for r in trace.regions for t in r.tokens if not t.stop]
     if not trace.regions or not trace.text.strip():
@@ -26,14 +29,17 @@ def decode_warnings(trace: Trace) -> list[str]:
         mean = sum(t.confidence for t in tokens) / len(tokens)
         low = sum(t.confidence < 0.5 for t in tokens) / len(tokens)
         if mean < LOW_MEAN_CONFIDENCE:
+            why = ("This is a clean bundled page, so the model or its settings are to blame (an untrained model, a low "
+                   "threshold, a quota that forces commits)." if clean_page else
+                   "The page may be a photo, rotated, noisy, handwritten or in a font unlike the model's.")
             out.append(f"The model was unsure of most of this page (mean confidence {mean:.2f}): the text is probably "
-                       "wrong. The page may be a photo, rotated, noisy, handwritten or in a font unlike the model's.")
+                       f"wrong. {why}")
         elif low > LOW_TOKEN_SHARE:
             out.append(f"{100 * low:.0f}% of the tokens were committed with less than 0.5 confidence: read the result "
                        "with care.")
     page_area = max(1.0, trace.page.width * trace.page.height)
     regions = [r for r in trace.regions if r.kind != "layout"]
-    if regions and len(regions) <= 3:
+    if regions and len(regions) <= 3 and not clean_page:
         big = [r for r in regions if (r.bbox[2] - r.bbox[0]) * (r.bbox[3] - r.bbox[1]) > 0.25 * page_area]
         short = [r for r in regions if len(r.text.strip()) < FEW_CHARS_PER_REGION]
         if big and trace.model.name.startswith("nano"):
