@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -227,12 +228,16 @@ class DevicePool:
     on the device)."""
 
     def __init__(self, atlas: GlyphAtlas, docs, pages: int, rng: random.Random, gen: torch.Generator,
-                 max_body_lines: int | None = None) -> None:
+                 max_body_lines: int | None = None, seconds: float | None = None) -> None:
+        """``pages`` pages drawn now, or as many (at least one) as ``seconds`` allow."""
         self.atlas, self.docs, self.rng, self.gen = atlas, docs, rng, gen
         self.max_body_lines = max_body_lines
         self.regions: list[Region] = []
-        for _ in range(pages):
+        t0 = time.monotonic()
+        self.pages = 0
+        while self.pages < pages and not (self.pages and seconds and time.monotonic() - t0 > seconds):
             self.regions.extend(self.page())
+            self.pages += 1
         self.cursor = 0
 
     def page(self) -> list[Region]:

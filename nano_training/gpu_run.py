@@ -155,8 +155,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--lr", type=float, default=1.5e-3, help="AR peak learning rate")
     ap.add_argument("--diffusion-lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=float, default=0.03, help="warm-up, as a share of each phase")
-    ap.add_argument("--batch-cols", type=int, default=24000, help="line-image columns per batch (nano_training.train --budget)")
+    ap.add_argument("--batch-cols", type=int, default=0,
+                    help="line-image columns per batch (nano_training.train --budget); 0: 24000 on a CPU as the CPU "
+                         "recipe, 96000 on a GPU (a step of this model is bound by kernel launches, not by FLOPs, "
+                         "so four times the samples cost little more time: docs/gpu-training.md)")
     ap.add_argument("--pool-pages", type=int, default=200, help="pages drawn before training")
+    ap.add_argument("--pool-s", type=float, default=0.0,
+                    help="at most this many seconds drawing the first pool (0: 8%% of the budget); fewer pages then")
     ap.add_argument("--refresh-pages", type=int, default=1, help="fresh pages drawn per step")
     ap.add_argument("--page-lines", type=int, help="at most this many body lines a page (small CPU checks)")
     ap.add_argument("--val-pages", type=int, default=4)
@@ -218,6 +223,8 @@ def main(argv=None) -> None:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+    if not args.batch_cols:
+        args.batch_cols = 96000 if device.type == "cuda" else 24000
     args.out.mkdir(parents=True, exist_ok=True)
     log = Logger(args.out)
     stop = Stop()
@@ -240,13 +247,15 @@ def main(argv=None) -> None:
     atlas = GlyphAtlas(device=device)
     texts = load_texts()
     t_data = time.monotonic()
-    pool = DevicePool(atlas, texts["train"], args.pool_pages, rng, gen, args.page_lines)
+    pool = DevicePool(atlas, texts["train"], args.pool_pages, rng, gen, args.page_lines,
+                      seconds=args.pool_s or 0.08 * args.budget_s)
     val = held_out(atlas, texts["val"], args.val_pages, 12345, device, args.page_lines)
     val_batches = [RegionBatch(val[i : i + 6]) for i in range(0, min(len(val), 36), 6)]
     log(f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else os.cpu_count()} "
         f"{'GPU' if device.type == 'cuda' else 'CPUs'}); torch {torch.__version__}; params {count_m(model)}M, "
-        f"fp16 {2 * param_count(model) / 1e6:.1f} MB; config {json.dumps(model.cfg.to_dict())}")
-    log(f"data: {len(pool.regions)} regions from {args.pool_pages} pages and {len(val)} held-out regions in "
+        f"fp16 {2 * param_count(model) / 1e6:.1f} MB; batches of {args.batch_cols} columns; "
+        f"config {json.dumps(model.cfg.to_dict())}")
+    log(f"data: {len(pool.regions)} regions from {pool.pages} pages and {len(val)} held-out regions in "
         f"{time.monotonic() - t_data:.1f} s; setup done {time.monotonic() - START:.1f} s after start")
 
     phases = [] if args.from_ar else [("ar", args.ar_share)]
