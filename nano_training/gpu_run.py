@@ -55,15 +55,28 @@ def decoder_config(base: NanoConfig, d_model: int, n_layers: int) -> NanoConfig:
                                  "mlp_hidden": int(d_model * 8 / 3) // 32 * 32, "kind": "ar"})
 
 
+def decoder_params(cfg: NanoConfig) -> int:
+    """Parameters that depend on the decoder's shape: its blocks, final norm, embeddings, output
+    head, and the projector's last layer (enc_dim x 2 -> d_model)."""
+    d = cfg.d_model
+    block = 2 * d + 4 * d * d + 2 * (d // cfg.n_heads) + 3 * d * cfg.mlp_hidden
+    return cfg.n_layers * block + d + 2 * cfg.vocab_size * d + 2 * cfg.enc_dim * d + d + cfg.count_scales
+
+
 def fp16_bytes(cfg: NanoConfig) -> int:
+    """The float16 weights' bytes: the vision side (the same for every decoder) plus the decoder's
+    (:func:`decoder_params`; tests check it against a built model)."""
     with torch.device("meta"):
-        return 2 * param_count(NanoOCR(cfg))
+        vision = param_count(NanoOCR(NanoConfig.from_dict({**cfg.to_dict(), "n_layers": 0})))
+    return 2 * (vision - decoder_params(NanoConfig.from_dict({**cfg.to_dict(), "n_layers": 0})) + decoder_params(cfg))
 
 
 def largest_config(base: NanoConfig, max_mb: float) -> NanoConfig:
     """The decoder shape of :data:`SHAPES` with the most parameters whose fp16 file is <= ``max_mb`` MB
     (1e6 bytes; the safetensors header adds a few kB, kept inside by a 0.2% margin)."""
-    fits = [(fp16_bytes(c), c) for c in (decoder_config(base, d, n) for d, n in SHAPES)]
+    vision = fp16_bytes(NanoConfig.from_dict({**base.to_dict(), "n_layers": 0}))
+    base_dec = decoder_params(NanoConfig.from_dict({**base.to_dict(), "n_layers": 0}))
+    fits = [(vision + 2 * (decoder_params(c) - base_dec), c) for c in (decoder_config(base, d, n) for d, n in SHAPES)]
     fits = [(b, c) for b, c in fits if b <= max_mb * 1e6 * 0.998]
     if not fits:
         raise SystemExit(f"error: no decoder shape fits in {max_mb} MB")

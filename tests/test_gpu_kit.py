@@ -105,6 +105,9 @@ def test_largest_shape_fits_the_weights_cap():
     assert fp16_bytes(cfg) <= 25e6
     assert fp16_bytes(cfg) > 2.5 * fp16_bytes(base)  # the shipped twin is 9.3 MB
     assert cfg.d_model % cfg.n_heads == 0 and cfg.d_model // cfg.n_heads == 32
+    for shape in (cfg, base):  # the size rule counts what a built model holds
+        with torch.device("meta"):
+            assert fp16_bytes(shape) == 2 * sum(p.numel() for p in NanoOCR(shape).parameters())
 
 
 RUNNER = """
