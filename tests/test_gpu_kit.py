@@ -160,3 +160,45 @@ def test_unpack_refuses_a_partial_set(tmp_path):
     shards[-1].unlink()
     with pytest.raises(SystemExit, match="shards"):
         unpack(tmp_path, tmp_path / "x")
+
+
+def test_damaged_atlas_lines_still_read(atlas, reader):
+    """The device's scan damage (blur, contrast loss, noise, JPEG-like quantisation) at the strength
+    of data.degrade's middle draws: the page's paper and ink levels and the shipped CTC head's reading
+    come out as the same damage done to PyMuPDF's page with PIL (data.degrade's operations) gives them."""
+    import io
+    import random
+
+    from PIL import Image, ImageFilter
+
+    from nano_training.atlas import Damage, jpeg_like
+
+    style = synth.PageStyle(font="times", size=10.0, heading=False, leading=1.25)
+    pars = synth.merge_paragraphs(list(synth.documents("test")[5].paragraphs) * 3, random.Random(0))
+    page = synth.make_page(pars, style).render(150.0)
+    arr = np.asarray(Image.fromarray(to_gray(page.image)).filter(ImageFilter.GaussianBlur(0.7)), dtype=np.float32)
+    arr = 45 + arr * (220 - 45) / 255.0 + np.random.default_rng(0).normal(0, 10, arr.shape).astype(np.float32)
+    buf = io.BytesIO()
+    Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8)).save(buf, format="JPEG", quality=60)
+    gray = np.asarray(Image.open(buf).convert("L"))
+    pdf_levels = ink_levels(gray)
+    ref = reference_height(gray, [ln.bbox for ln in page.lines], pdf_levels)
+    pdf_texts = [ln.text for ln in page.lines[:8]]
+    pdf_read = ctc_read(reader, [crop_line(gray, ln.bbox, pdf_levels, ref).pixels for ln in page.lines[:8]])
+    pdf_cer = sum(Levenshtein.distance(g, t) for g, t in zip(pdf_read, pdf_texts)) / sum(len(t) for t in pdf_texts)
+
+    texts, _, clean = page_and_atlas_lines(atlas, "times", 10.0, 150.0)
+    dmg = Damage(blur=0.7, contrast=(45.0, 220.0), noise=10.0, jpeg=60)
+    gen = torch.Generator().manual_seed(1)
+    drawn, _, levels = render_lines(atlas, texts, atlas.face("times"), 10.0, 150.0, gen, dmg,
+                                    gaps=[None] + [12.5] * (len(texts) - 1))
+    assert abs(levels[0] - pdf_levels[0]) < 10 and abs(levels[1] - pdf_levels[1]) < 10, (levels, pdf_levels)
+    got = ctc_read(reader, [d.numpy() for d in drawn])
+    cer = sum(Levenshtein.distance(g, t) for g, t in zip(got, texts)) / sum(len(t) for t in texts)
+    assert cer < 0.03 and pdf_cer < 0.03 and abs(cer - pdf_cer) < 0.015, (cer, pdf_cer)
+    w = min(clean[0].shape[1], drawn[0].shape[1])
+    assert np.abs(clean[0][:, :w].astype(float) - drawn[0].numpy()[:, :w]).mean() > 3  # damage shows
+    # JPEG-like quantisation: near-lossless at high quality, coarser at low
+    img = torch.rand(1, 32, 64, generator=torch.Generator().manual_seed(0)) * 255
+    err = {q: float((jpeg_like(img, q) - img).abs().mean()) for q in (95, 35)}
+    assert err[95] < err[35]
