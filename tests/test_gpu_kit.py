@@ -202,3 +202,28 @@ def test_damaged_atlas_lines_still_read(atlas, reader):
     img = torch.rand(1, 32, 64, generator=torch.Generator().manual_seed(0)) * 255
     err = {q: float((jpeg_like(img, q) - img).abs().mean()) for q in (95, 35)}
     assert err[95] < err[35]
+
+
+def test_gpu_run_stops_cleanly_on_sigterm(tmp_path):
+    """A ``timeout`` sends SIGTERM: the run finishes its step, evaluates, exports and exits 0."""
+    import signal
+
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "nano_training.gpu_run", "--budget-s", "600", "--out", str(out), "--d-model", "64",
+           "--layers", "2", "--steps", "100000", "--page-lines", "3", "--pool-pages", "2", "--val-pages", "1",
+           "--batch-cols", "3000", "--threads", "1", "--log-every", "2", "--device", "cpu"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+    try:
+        for line in proc.stdout:
+            if " ar step 2 " in line:
+                proc.send_signal(signal.SIGTERM)
+                break
+        rest = proc.communicate(timeout=300)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, rest[-2000:]
+    log = (out / "train.log").read_text()
+    assert "stopped by SIGTERM" in log and "(end of phase)" in log and "diffusion done" not in log
+    assert [p.name for p in unpack(out, tmp_path / "stopped")] == ["stopped-ar"]
