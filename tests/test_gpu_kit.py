@@ -147,6 +147,14 @@ def test_gpu_run_trains_a_tiny_pair_on_cpu_and_writes_loadable_weights(tmp_path)
     key = "encoder.stem_out.weight"
     assert torch.equal(diffusion[key], ar[key])
     assert not torch.equal(ar[key], shipped[key].float())  # the AR phase trained it
+    # and the app's decoding pipeline runs the diffusion twin from its directory (what it reads is noise)
+    from mudiff_viz.decoding.pipeline import decode_page
+    from mudiff_viz.decoding.settings import DecodeParams
+
+    page = synth.make_page(["A short paragraph."], synth.PageStyle(heading=False)).render(150)
+    trace = decode_page(page, model=str(pair[1]), decoder="diffusion",
+                        params=DecodeParams(block_length=16, steps=16, threshold=0.95, max_new_tokens=32))
+    assert trace.steps
 
 
 def test_unpack_refuses_a_partial_set(tmp_path):
