@@ -274,9 +274,31 @@ def main(argv=None) -> None:
     phases = [] if args.from_ar else [("ar", args.ar_share)]
     phases.append(("diffusion", 1.0 - (0.0 if args.from_ar else args.ar_share)))
     blocks, block_p = parse_mix(args.block_sizes)
-    reserve = 5.0  # seconds kept for the last evaluation and export; grows to what they took
+    cost = {"eval": 0.0, "save": 0.0, "step": 0.0}  # seconds the last evaluation, export and step took
+
+    def reserve() -> float:
+        """Seconds kept at the end: a step that starts just before it, the last export with room to
+        spare, and the last evaluation where it is cheap (a GPU's second or two; on a CPU a full-size
+        evaluation can take a minute, better spent training: it is skipped then)."""
+        return cost["step"] + 1.5 * cost["save"] + 2.0 + min(cost["eval"], 0.05 * args.budget_s)
+
+    def evaluate(phase: str, step: int, note: str = "") -> dict | None:
+        """The held-out loss, logged, unless it would not leave time for the export at the end."""
+        if cost["eval"] and time.monotonic() + cost["eval"] + 1.5 * cost["save"] + 1.0 > deadline:
+            log(f"eval {phase} step {step} skipped: the budget's end is near")
+            return None
+        t0 = time.monotonic()
+        ev = held_out_loss(model, tok, tables, val_batches, phase, device)
+        cost["eval"] = time.monotonic() - t0
+        log(f"eval {phase} step {step} " + " ".join(f"{k} {v:.4f}" for k, v in ev.items()) + note)
+        log.record({"phase": phase, "step": step, "eval": ev, "time": time.monotonic() - START, "final": bool(note)})
+        return ev
+
+    def save(phase: str, meta: dict) -> None:
+        cost["save"] = export(model, args.out, phase, {"phase": phase, **meta, "time": time.monotonic() - START})
+
     step_total = 0
-    for phase, share in phases:
+    for index, (phase, share) in enumerate(phases):
         model.cfg.kind = phase
         if phase == "diffusion" and args.freeze_vision:
             for part in (model.encoder, model.ctc_head, model.projector):
@@ -285,23 +307,20 @@ def main(argv=None) -> None:
         base_lr = args.lr if phase == "ar" else args.diffusion_lr
         opt = torch.optim.AdamW(params, lr=base_lr, weight_decay=0.01, betas=(0.9, 0.98),
                                 fused=device.type == "cuda")
-        now = time.monotonic()
-        left_share = sum(s for p, s in phases[phases.index((phase, share)):])
-        phase_end = now + (deadline - reserve - now) * share / left_share
+        left_share = sum(s for _, s in phases[index:])
+        # the held-out loss this phase starts from: always for the first phase, for a later one if the
+        # rest of the budget is worth ten evaluations
+        if index == 0 or deadline - time.monotonic() > 10 * cost["eval"] + reserve():
+            evaluate(phase, 0)
+        save(phase, {"step": 0})
+        t_phase = now = time.monotonic()
+        phase_end = now + (deadline - reserve() - now) * share / left_share
         phase_steps = None if args.steps is None else max(1, round(args.steps * share))
-        t_phase, step, queue, t_log = now, 0, [], now
-        data_s = 0.0
-        t_ev = time.monotonic()
-        ev = held_out_loss(model, tok, tables, val_batches, phase, device)
-        eval_s = time.monotonic() - t_ev
-        log(f"eval {phase} step 0 " + " ".join(f"{k} {v:.4f}" for k, v in ev.items()))
-        log.record({"phase": phase, "step": 0, "eval": ev, "time": time.monotonic() - START})
-        last_ckpt = last_eval = time.monotonic()
-        save_s = export(model, args.out, phase, {"phase": phase, "step": 0})
+        step, queue, t_log, data_s = 0, [], now, 0.0
+        last_ckpt = last_eval = now
         while not stop.asked:
             now = time.monotonic()
-            reserve = max(reserve, 1.5 * (save_s + eval_s) + 2.0)
-            if (phase_steps is not None and step >= phase_steps) or now >= min(phase_end, deadline - reserve):
+            if (phase_steps is not None and step >= phase_steps) or now >= min(phase_end, deadline - reserve()):
                 break
             progress = max((now - t_phase) / max(phase_end - t_phase, 1e-6),
                            0.0 if phase_steps is None else step / phase_steps)
@@ -325,6 +344,7 @@ def main(argv=None) -> None:
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(params, 1.0).item()
             opt.step()
+            cost["step"] = time.monotonic() - now
             step += 1
             step_total += 1
             t_d = time.monotonic()
@@ -339,21 +359,13 @@ def main(argv=None) -> None:
                             "data_s_per_step": data_s / args.log_every, "time": time.monotonic() - START})
                 t_log, data_s = time.monotonic(), 0.0
             if time.monotonic() - last_eval >= args.eval_s:
-                t_ev = time.monotonic()
-                ev = held_out_loss(model, tok, tables, val_batches, phase, device)
-                eval_s = time.monotonic() - t_ev
-                log(f"eval {phase} step {step} " + " ".join(f"{k} {v:.4f}" for k, v in ev.items()))
-                log.record({"phase": phase, "step": step, "eval": ev, "time": time.monotonic() - START})
+                evaluate(phase, step)
                 last_eval = time.monotonic()
             if time.monotonic() - last_ckpt >= args.checkpoint_s:
-                save_s = export(model, args.out, phase, {"phase": phase, "step": step, "time": time.monotonic() - START})
+                save(phase, {"step": step})
                 last_ckpt = time.monotonic()
-        t_ev = time.monotonic()
-        ev = held_out_loss(model, tok, tables, val_batches, phase, device)
-        log(f"eval {phase} step {step} " + " ".join(f"{k} {v:.4f}" for k, v in ev.items()) + " (end of phase)")
-        log.record({"phase": phase, "step": step, "eval": ev, "time": time.monotonic() - START, "final": True})
-        export(model, args.out, phase, {"phase": phase, "step": step, "time": time.monotonic() - START,
-                                        "val_ce": ev["val_ce"], "val_acc": ev["val_acc"]})
+        ev = evaluate(phase, step, " (end of phase)") or {}
+        save(phase, {"step": step, **ev})
         log(f"{phase} done: {step} steps in {time.monotonic() - t_phase:.0f} s")
         if stop.asked:
             log("stopped by SIGTERM")
