@@ -235,3 +235,18 @@ def test_gpu_run_stops_cleanly_on_sigterm(tmp_path):
     log = (out / "train.log").read_text()
     assert "stopped by SIGTERM" in log and "(end of phase)" in log and "diffusion done" not in log
     assert [p.name for p in unpack(out, tmp_path / "stopped")] == ["stopped-ar"]
+
+
+def test_gpu_run_from_the_shipped_ar_twin_trains_diffusion_only(tmp_path):
+    """``--from-ar``: no AR phase; the diffusion twin keeps the given twin's shape and tokenizer."""
+    from nano_training.gpu_run import main
+
+    out = tmp_path / "out"
+    main(["--budget-s", "300", "--out", str(out), "--from-ar", str(SHIPPED_AR), "--steps", "2", "--page-lines", "2",
+          "--pool-pages", "2", "--val-pages", "1", "--batch-cols", "2000", "--threads", "1", "--device", "cpu"])
+    assert sorted(p.name for p in out.glob("*.safetensors")) == ["diffusion.0.safetensors"]
+    (twin,) = unpack(out, tmp_path / "cont")
+    model, _ = load_model(twin)
+    shipped = load_model(SHIPPED_AR)[0]
+    assert model.cfg.kind == "diffusion" and model.cfg.d_model == shipped.cfg.d_model == 192
+    assert model.cfg.n_layers == shipped.cfg.n_layers
