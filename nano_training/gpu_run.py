@@ -1,6 +1,6 @@
 """Train the subword pair on a lent accelerator in one command, inside a hard time budget.
 
-    python -m nano_training.gpu_run --budget-s 480 --out $OUT          # on the device
+    python -m nano_training.gpu_run --budget-s 540 --out $OUT          # on the device
     python -m nano_training.gpu_run unpack FILES_AT --out runs/gpu     # here: runs/gpu-ar, runs/gpu-diffusion
 
 Everything it needs travels in the working tree: the glyph atlas and the text splits
@@ -15,7 +15,7 @@ twin's, so the decoder finds glyphs by the CTC positions from the first step. Sc
 clock: each phase gets a share of the budget and its cosine follows the time spent. Every
 ``--checkpoint-s`` the current weights are written to OUT as float16 shards of at most 15 MiB (the
 device returns files of at most 16 MiB), with ``train.log`` and ``metrics.jsonl``; SIGTERM or the
-budget's end stops it after a last held-out evaluation and export.
+budget's end stops it after a last held-out evaluation (when there is time for it) and export.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from safetensors import safe_open  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 
 from models.nano.model import CharTables, NanoConfig, NanoOCR, count_m, param_count  # noqa: E402
-from models.nano.tokenizer import SubwordTokenizer  # noqa: E402
 from models.nano.weights import load_model, save_model  # noqa: E402
 from nano_training.atlas import GlyphAtlas  # noqa: E402
 from nano_training.checkpoints import Logger, lr_at, parse_mix  # noqa: E402
@@ -127,10 +126,11 @@ def export(model: NanoOCR, out: Path, kind: str, meta: dict) -> float:
     return time.monotonic() - t0
 
 
-def unpack(src: Path, out_prefix: Path, tokenizer: Path = SHIPPED_AR / "tokenizer.json") -> list[Path]:
+def unpack(src: Path, out_prefix: Path) -> list[Path]:
     """Join the shards a device run returned into model directories ``{prefix}-ar`` and
-    ``{prefix}-diffusion`` (config.json, model.safetensors, tokenizer.json), loadable by the app
-    and by ``nano_training.evaluate --pair PREFIX``."""
+    ``{prefix}-diffusion`` (config.json, model.safetensors, tokenizer.json: the one the run used,
+    a path of this tree recorded in the shards), loadable by the app and by
+    ``nano_training.evaluate --pair PREFIX``."""
     written = []
     for kind in ("ar", "diffusion"):
         paths = sorted(Path(src).glob(f"{kind}.*.safetensors"), key=lambda p: int(p.name.split(".")[1]))
@@ -144,6 +144,7 @@ def unpack(src: Path, out_prefix: Path, tokenizer: Path = SHIPPED_AR / "tokenize
         for p in paths:
             tensors.update(load_file(str(p)))
         cfg = json.loads(md["config"])
+        tokenizer = ROOT / json.loads(md["meta"]).get("tokenizer", os.path.relpath(SHIPPED_AR / "tokenizer.json", ROOT))
         model = NanoOCR(NanoConfig.from_dict(cfg))
         model.load_state_dict({k: v.float() for k, v in tensors.items()})
         target = Path(f"{out_prefix}-{kind}")
@@ -255,6 +256,7 @@ def main(argv=None) -> None:
         cfg = (decoder_config(shipped.cfg, args.d_model, args.layers) if args.d_model and args.layers
                else largest_config(shipped.cfg, args.max_mb))
         model = start_model(shipped, cfg)
+    tok_rel = os.path.relpath(tok_path.resolve(), ROOT)  # unpack finds it in the same tree here
     model.to(device).train()
     tables = CharTables.of(tok).to(device)
     atlas = GlyphAtlas(device=device)
@@ -295,7 +297,8 @@ def main(argv=None) -> None:
         return ev
 
     def save(phase: str, meta: dict) -> None:
-        cost["save"] = export(model, args.out, phase, {"phase": phase, **meta, "time": time.monotonic() - START})
+        cost["save"] = export(model, args.out, phase, {"phase": phase, **meta, "time": time.monotonic() - START,
+                                                       "tokenizer": tok_rel})
 
     step_total = 0
     for index, (phase, share) in enumerate(phases):
