@@ -108,12 +108,47 @@ def build_texts(out: Path) -> Path:
     return path
 
 
+def comparison_figure(path: Path, settings=(("helvetica", 10.0, 150.0), ("times", 11.0, 150.0),
+                                           ("courier", 9.0, 100.0)), width: int = 900) -> Path:
+    """A PNG for the eye: for each setting, two lines of a held-out page as PyMuPDF + ``crop_line``
+    make them, each followed by the same line drawn by the atlas (grey rules between pairs)."""
+    import random
+
+    from PIL import Image
+
+    from models.nano.preprocess import crop_line, ink_levels, reference_height, to_gray
+    from nano_training.atlas import GlyphAtlas, render_lines
+
+    atlas = GlyphAtlas()
+    rows = []
+    for family, size, dpi in settings:
+        pars = synth.merge_paragraphs(list(synth.documents("test")[5].paragraphs) * 3, random.Random(0))
+        page = synth.make_page(pars, synth.PageStyle(font=family, size=size, heading=False)).render(dpi)
+        gray = to_gray(page.image)
+        levels = ink_levels(gray)
+        ref = reference_height(gray, [ln.bbox for ln in page.lines], levels)
+        lines = page.lines[0:4]  # the middle two are shown, with their neighbours' ink as on the page
+        gaps = [None] + [(b.bbox[3] - a.bbox[3]) * 72 / dpi for a, b in zip(lines, lines[1:])]
+        drawn, _, _ = render_lines(atlas, [ln.text for ln in lines], atlas.face(family), size, dpi,
+                                   torch.Generator().manual_seed(0), ref_height=ref, gaps=gaps)
+        for ln, d in list(zip(lines, drawn))[1:3]:
+            for img in (crop_line(gray, ln.bbox, levels, ref).pixels, d.numpy()):
+                rows.append(np.pad(img[:, :width], ((0, 2), (0, max(0, width - img.shape[1])))))
+            rows.append(np.full((3, width), 96, np.uint8))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(255 - np.concatenate(rows, 0)).save(path)
+    return path
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m nano_training.atlas_build", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("assets/gpu-kit"))
+    ap.add_argument("--figure", type=Path, help="also write a PNG comparing PyMuPDF's lines with the atlas's")
     args = ap.parse_args(argv)
     for path in (build_atlas(args.out), build_texts(args.out)):
         print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
+    if args.figure:
+        print(f"wrote {comparison_figure(args.figure)}")
 
 
 if __name__ == "__main__":
