@@ -21,7 +21,6 @@ import torch
 import torch.nn.functional as F
 
 from models.nano.model import CharTables, NanoOCR, Visual, answer_position, masked_runs, walk
-from models.nano.preprocess import collate
 from models.nano.tokenizer import CharTokenizer, SubwordTokenizer
 
 PROMPT, CLEAN, NOISY = 0, 1, 2
@@ -42,6 +41,13 @@ def segment_mask(kind: torch.Tensor, block: torch.Tensor, valid: torch.Tensor) -
 
 
 def encode_batch(model: NanoOCR, batch) -> Visual:
+    """The batch's visual tokens. A batch that carries its collated ``images`` and ``widths`` (a
+    ``gpu_data.RegionBatch``, already on the model's device) is encoded as it is; otherwise its
+    numpy line images are collated here (``preprocess`` needs PIL: imported only then)."""
+    if hasattr(batch, "images"):
+        return model.encode(batch.images, batch.widths, [len(r.lines) for r in batch])
+    from models.nano.preprocess import collate
+
     images, widths = collate([p for r in batch for p in r.lines], multiple=64)
     return model.encode(images, widths, [len(r.lines) for r in batch])
 
