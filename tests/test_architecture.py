@@ -223,3 +223,14 @@ def test_a_new_model_backend_is_one_registered_factory(tmp_path):
     finally:
         del registry.BACKEND_TYPES["toy"]
         registry._cache.clear()
+
+
+def test_the_app_and_the_cli_decode_through_the_public_api():
+    """One code path for a page decode (issue 31): the app and the CLI call ``mv.decode``
+    (mudiff_viz/notebook/api.py), never the pipeline underneath it."""
+    bad = []
+    for top in ("ui", "cli"):
+        for path in (ROOT / "mudiff_viz" / top).rglob("*.py"):
+            if any(m.endswith("pipeline.decode_page") for m in _imports(path)):
+                bad.append(str(path.relative_to(ROOT)))
+    assert bad == []

@@ -120,6 +120,27 @@ def test_mv_decode_and_the_cli_give_the_same_trace(tmp_path):
     assert without_timings(cli.to_dict()) == without_timings(api.to_dict())
 
 
+def test_the_apps_decode_is_mv_decode():
+    """The Decode tab loads and probes the page itself, then decodes it through mv.decode: its job
+    and a notebook's call agree on everything but the clock times, and the live observers fire."""
+    from mudiff_viz.probes.apply import ProbeSpec
+    from mudiff_viz.ui import jobs
+    from mudiff_viz.ui.decode_tab import prepare_page
+
+    page = prepare_page(str(SAMPLE), 1, ProbeSpec(degrade={"blur": 1.0}, seed=3))
+    knobs = {"threshold": 0.99, "block_length": 32, "steps": 32, "strategy": "low_confidence_dynamic"}
+    progressed, frames = [], []
+    app = jobs.decode_job(page, "nano", "diffusion", knobs, lambda d, t: progressed.append((d, t)),
+                          lambda build: frames.append(build()))
+    notebook = mv.decode(str(SAMPLE), degrade="blur=1", probe_seed=3, **knobs)
+    assert without_timings(app.to_dict()) == without_timings(notebook.to_dict())
+    done = [d for d, _ in progressed]
+    assert done == list(range(1, len(done) + 1)) and len(done) >= 2  # each block reported as it closes
+    assert frames and frames[-1].n_tokens <= app.n_tokens  # frames of the trace so far
+    with pytest.raises(mv.UserInputError, match="threshold"):  # the CLI's message, from the app's path too
+        jobs.decode_job(page, "nano", "diffusion", {"threshold": 7.0})
+
+
 def test_frames_have_the_corpus_columns_and_round_trip_through_parquet(diffusion, tmp_path):
     tokens, steps = diffusion.tokens_frame(), diffusion.steps_frame()
     assert list(tokens.columns) == TOKENS.names

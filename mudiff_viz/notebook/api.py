@@ -10,7 +10,7 @@ so a bad value raises the same one-line :class:`UserInputError`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pandas as pd
 
@@ -18,6 +18,7 @@ from models import registry
 from mudiff_viz.core.errors import ModelLoadError, UserInputError
 from mudiff_viz.core.limits import Limits, current
 from mudiff_viz.core.trace import Trace
+from mudiff_viz.decoding.observers import Snapshot
 from mudiff_viz.decoding.pipeline import decode_page, make_params
 from mudiff_viz.decoding.settings import KNOB, KNOBS
 from mudiff_viz.inputs.page import Page
@@ -59,21 +60,30 @@ def probe_spec(occlude: float | Iterable[int] | str | None = None, degrade: str 
     return ProbeSpec(occlude_words=words, occlude_fraction=fraction, degrade=dict(degrade or {}), seed=int(probe_seed))
 
 
-def load_page(source: Source, page: int = 0, dpi: float = 150, occlude=None, degrade=None, probe_seed: int = 0,
-              limits: Limits | None = None) -> Page:
-    """The page the decoders see: loaded, then occluded and degraded when asked (probes/apply.py)."""
+def load_page(source: Source | Page, page: int = 0, dpi: float = 150, occlude=None, degrade=None,
+              probe_seed: int = 0, limits: Limits | None = None) -> Page:
+    """The page the decoders see: loaded, then occluded and degraded when asked (probes/apply.py).
+    A :class:`Page` already loaded (the app's, which loaded and probed it itself) is taken as is."""
+    if isinstance(source, Page):
+        if occlude is not None or degrade is not None:
+            raise UserInputError("occlude= and degrade= need the page's file, not a loaded Page")
+        return source
     return probed_page(resolve(source), page, dpi, probe_spec(occlude, degrade, probe_seed), limits or current())
 
 
-def decode(source: Source, *, model: str = "nano", decoder: str = "diffusion", page: int = 0, dpi: float = 150,
-           mode: str = "page", layout_prompt: str = "detection", occlude: float | Iterable[int] | str | None = None,
-           degrade: str | dict | None = None, probe_seed: int = 0, record: bool = True, fused: bool = False,
-           limits: Limits | None = None, **knobs: Any) -> Trace:
+def decode(source: Source | Page, *, model: str = "nano", decoder: str = "diffusion", page: int = 0,
+           dpi: float = 150, mode: str = "page", layout_prompt: str = "detection",
+           occlude: float | Iterable[int] | str | None = None, degrade: str | dict | None = None,
+           probe_seed: int = 0, record: bool = True, fused: bool = False, limits: Limits | None = None,
+           progress: Callable[[int, int], None] | None = None, snapshot: Snapshot | None = None,
+           **knobs: Any) -> Trace:
     """Decode one page into a Trace (every denoising step recorded unless ``record=False``).
 
     ``source``: a path, a bundled sample's name ("courier-short"), file bytes or a PIL image.
     ``model``: "nano" (the embedded character pair), "nano-subword", a checkpoint directory.
     ``occlude`` / ``degrade`` / ``probe_seed``: the probes of ``decode --occlude/--degrade``.
+    ``progress(done, total)`` and ``snapshot(build_trace_so_far)``: live observers (the app streams
+    its frames through them; decoding/observers.py).
     ``knobs``: block_length, steps, threshold, strategy, temperature, top_k, top_p, seed,
     max_new_tokens (docs/notebook.md); bad values raise the CLI's one-line errors.
     """
@@ -81,7 +91,8 @@ def decode(source: Source, *, model: str = "nano", decoder: str = "diffusion", p
     params = make_params(limits, **check_knobs(knobs))  # bad knobs fail before any page or model work
     params.record, params.fused = record, fused
     loaded = load_page(source, page, dpi, occlude, degrade, probe_seed, limits)
-    trace = decode_page(loaded, model=model, decoder=decoder, params=params, mode=mode, layout_prompt=layout_prompt)
+    trace = decode_page(loaded, model=model, decoder=decoder, params=params, mode=mode, layout_prompt=layout_prompt,
+                        progress=progress, snapshot=snapshot)
     page_images.remember(trace, loaded.image)
     return trace
 

@@ -16,8 +16,8 @@ import time
 from typing import Callable, Iterator
 
 from mudiff_viz.core.trace import Trace
-from mudiff_viz.decoding.pipeline import decode_page, make_params
 from mudiff_viz.decoding.run import Snapshot
+from mudiff_viz.notebook import api
 from mudiff_viz.ui import models
 from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu
 from mudiff_viz.ui.slot import model_slot
@@ -32,9 +32,10 @@ class Cancelled(Exception):
 @model_slot
 @gpu
 def decode_job(page, spec: str, decoder: str, knobs: dict, progress=None, snapshot: Snapshot | None = None) -> Trace:
+    """One decode of a loaded page: the public ``mv.decode``, so the app, the CLI and a notebook
+    take one code path (knobs checked with the CLI's messages)."""
     models.check(spec, decoder)
-    params = make_params(**knobs)
-    return decode_page(page, model=spec, decoder=decoder, params=params, progress=progress, snapshot=snapshot)
+    return api.decode(page, model=spec, decoder=decoder, progress=progress, snapshot=snapshot, **knobs)
 
 
 def streamed(job: Callable[[Snapshot | None], Trace], interval_s: float = FRAME_INTERVAL_S,
