@@ -195,6 +195,8 @@ def test_a_failed_run_ends_with_its_reason_on_screen(page, tmp_path):
     shown = page.inner_text("#player") + page.inner_text("#decode-status")
     assert "Decoding" not in shown
     assert page.locator("#player .mp-live:visible").count() == 0
+    # and Gradio's bare "Error" pills do not cover the reason
+    assert page.locator("#player .error:visible, #decode-status .error:visible").count() == 0
 
 
 def test_the_first_frame_comes_after_the_first_denoising_step(page):

@@ -91,3 +91,21 @@ def test_error_toast_shows_markup_from_a_trace_as_text(page, tmp_path):
     assert evil in toast.inner_text() and "invalid trace: field 'schema_version'" in toast.inner_text()
     assert page.locator("[data-testid=toast-body] img, [data-testid=toast-body] b").count() == 0
     assert page.evaluate("window.__pwned") is None
+
+
+def test_a_failed_probe_run_ends_with_its_reason_on_screen(page, tmp_path):
+    """As in the Decode tab (issue 29, item 2): a corrupt PDF leaves the one-line reason in the status
+    and the grid once the toast has gone, no "Decoding four times" and no bare "Error" pills."""
+    bad = tmp_path / "broken.pdf"
+    bad.write_bytes(b"%PDF-1.4 this is not really a pdf")
+    page.get_by_role("tab", name="Semantic Shuffle").click()
+    page.click("#shuffle-input button[aria-label='Clear']")
+    page.set_input_files("#shuffle-input input[type=file]", str(bad))
+    page.click("#shuffle-run")
+    page.locator(".toast-body").first.wait_for(timeout=30_000)
+    page.wait_for_selector(".toast-body", state="detached", timeout=30_000)
+    assert "corrupt PDF" in page.inner_text("#shuffle-status")
+    failed = page.locator(f"{PLAYER} .mp-failed")
+    assert failed.is_visible() and "corrupt PDF" in failed.inner_text()
+    assert "Decoding four times" not in page.inner_text(PLAYER) and "Preparing" not in page.inner_text("#shuffle-status")
+    assert page.locator(f"{PLAYER} .error:visible, #shuffle-status .error:visible").count() == 0

@@ -38,6 +38,11 @@ CSS = """
 #decode-run, #compare-run, #shuffle-run { min-height: 46px; font-size: 16px; }
 .mudiff-note { font-size: 13px; opacity: .85; }
 .mudiff-warning { border-left: 4px solid #d55e00; background: rgba(213, 94, 0, .08); padding: 6px 12px; border-radius: 4px; }
+/* a failed run (results.shows_failure) ends with its reason in the status line and the player; Gradio's
+   bare "Error" pill on those two outputs would only cover it */
+:is(#decode-status, #player, #compare-status, #compare-player, #lesson-status, #lesson-player, #shuffle-status,
+     #shuffle-player)
+  [data-testid="status-tracker"]:has(> .error) { display: none !important; }
 /* slider number boxes wide enough for 4096 */
 .gradio-container input[type="number"] { min-width: 5.2em; }
 """

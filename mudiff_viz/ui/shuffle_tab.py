@@ -24,7 +24,7 @@ from mudiff_viz.ui import controls, models, pagework
 from mudiff_viz.ui.common import file_path, request_dir, safe_stem, sample_paths, user_errors, write_trace
 from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu
 from mudiff_viz.ui.player import Player
-from mudiff_viz.ui.results import cleared, ordered
+from mudiff_viz.ui.results import cleared, ordered, shows_failure
 from mudiff_viz.ui.slot import MODEL_WORK, model_slot
 from mudiff_viz.views import shuffle as views
 from mudiff_viz.views.page_image import image_data_url
@@ -113,6 +113,7 @@ def make_pages(file, page_number, probe: str, level, seed, occlude_fraction, deg
 
 
 @user_errors
+@shows_failure(OUTPUTS)
 def run_shuffle(file, page_number, level, seed, spec, knobs: dict, probe="shuffle", occlude_fraction=0.1, degrade_dpi=72,
                 blur=0.0, noise=0.0, jpeg=0, rotate=0.0, progress=gr.Progress()):
     """Probe one page and decode both pages with both decoders; the grid, scores, diffs, files."""
