@@ -3,12 +3,12 @@
 The same pages ``nano_training.data`` makes with PyMuPDF, without it: a random page style
 (``synth.PageStyle.random``'s draws), consecutive paragraphs of a random training document merged
 as ``synth.merge_paragraphs`` merges them, greedy line breaking at the fonts' advances
-(``synth.wrap``), a bold heading, one or two columns, cut into text blocks as ``group_blocks`` cuts
-a page (a paragraph gap, a column or a heading ends a block; long blocks become near-equal chunks of
+(``mudiff_viz.core.linebreak.wrap``, which ``synth`` uses too), a bold heading, one or two columns,
+cut into text blocks as ``group_blocks`` cuts a page (a paragraph gap, a column or a heading ends a block; long blocks become near-equal chunks of
 at most 8 lines; a quarter of them a random run of their lines), each line drawn and cropped by
 :mod:`nano_training.atlas` at a random DPI with a page's random damage.
 
-Imports torch only (and the atlas), so it runs on a machine without PyMuPDF or PIL.
+Imports torch only (the atlas, the line breaker), so it runs on a machine without PyMuPDF or PIL.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from mudiff_viz.core.linebreak import wrap
 from nano_training.atlas import Damage, GlyphAtlas, render_lines
 
 TEXTS = Path(__file__).resolve().parent.parent / "assets" / "gpu-kit" / "texts.json.gz"
@@ -79,28 +80,6 @@ def merge_paragraphs(pars: list[str], rng: random.Random, lengths=(250.0, 700.0)
     if current:
         out.append(current)
     return out
-
-
-def wrap(words: list[str], width: float, measure) -> list[str]:
-    """``synth.wrap``: greedy line breaking; words longer than a line are split by characters."""
-    lines, line = [], ""
-    for word in words:
-        while measure(word) > width:
-            cut = max(1, int(len(word) * width / measure(word)) - 1)
-            if line:
-                lines.append(line)
-                line = ""
-            lines.append(word[:cut])
-            word = word[cut:]
-        candidate = f"{line} {word}" if line else word
-        if measure(candidate) <= width:
-            line = candidate
-        else:
-            lines.append(line)
-            line = word
-    if line:
-        lines.append(line)
-    return lines
 
 
 @dataclass

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mudiff_viz.core.limits import current
+from mudiff_viz.core.linebreak import wrap
 from mudiff_viz.inputs.page import Page
 from mudiff_viz.inputs.pdf import render_in_process
 
@@ -160,29 +161,6 @@ class SynthPage:
             image=r.image, source="synthetic.pdf", page_index=0, page_count=1, dpi=r.dpi,
             sha256=hashlib.sha256(self.pdf).hexdigest(), lines=r.lines,
         )
-
-
-def wrap(words: list[str], width: float, measure) -> list[str]:
-    """Greedy line breaking; words longer than a line are split by characters."""
-    lines: list[str] = []
-    line = ""
-    for word in words:
-        while measure(word) > width:  # hard-break very long words
-            cut = max(1, int(len(word) * width / measure(word)) - 1)
-            if line:
-                lines.append(line)
-                line = ""
-            lines.append(word[:cut])
-            word = word[cut:]
-        candidate = f"{line} {word}" if line else word
-        if measure(candidate) <= width:
-            line = candidate
-        else:
-            lines.append(line)
-            line = word
-    if line:
-        lines.append(line)
-    return lines
 
 
 def make_page(
