@@ -13,6 +13,7 @@ import pytest
 from tests.ui_support import (
     require_chromium,
     run_and_wait,
+    upload,
     wait_for_result,
 )
 
@@ -33,13 +34,6 @@ def three_pages(tmp_path_factory):
     path = tmp_path_factory.mktemp("pdf") / "three-pages.pdf"
     doc.save(str(path))
     return path
-
-
-def upload(pg, prefix: str, path) -> None:
-    pg.click(f"#{prefix}-input button[aria-label='Clear']")
-    pg.set_input_files(f"#{prefix}-input input[type=file]", str(path))
-    pg.wait_for_function(f"() => document.querySelector('#{prefix}-page-info').innerText.includes({str(path.name)!r})",
-                         timeout=30_000)
 
 
 def choose_page(pg, prefix: str, number: int) -> None:
@@ -80,10 +74,7 @@ def test_preview_errors_say_why(page, three_pages, tmp_path):
     assert page.locator(".toast-body, .error").count() == 0  # a reason in words, not an error pill
     bad = tmp_path / "broken.pdf"
     bad.write_bytes(b"%PDF-1.4 this is not really a pdf")
-    page.click("#decode-input button[aria-label='Clear']")
-    page.set_input_files("#decode-input input[type=file]", str(bad))
-    page.wait_for_function("() => document.querySelector('#decode-page-info').innerText.includes('⚠ broken.pdf')",
-                           timeout=30_000)
+    upload(page, "decode", bad, shows="⚠ broken.pdf")
     assert "corrupt PDF" in info(page, "decode")
 
 
@@ -93,9 +84,7 @@ def test_a_failed_run_clears_the_previous_result(page, tmp_path):
     assert "CER" in page.inner_text("#decode-status")
     bad = tmp_path / "empty.png"
     bad.write_bytes(b"")
-    page.click("#decode-input button[aria-label='Clear']")
-    page.set_input_files("#decode-input input[type=file]", str(bad))
-    page.wait_for_function("() => document.querySelector('#decode-page-info').innerText.includes('⚠')", timeout=30_000)
+    upload(page, "decode", bad, shows="⚠")
     page.click("#decode-run")
     page.wait_for_selector(".toast-body", timeout=30_000)
     assert "empty file" in page.inner_text(".toast-body")

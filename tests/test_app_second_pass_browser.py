@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ui_support import SAMPLE, require_chromium, run_and_wait, wait_for_result
+from tests.ui_support import SAMPLE, require_chromium, run_and_wait, upload, wait_for_result
 
 require_chromium()
 
@@ -180,9 +180,7 @@ def test_a_streamed_frame_does_not_claim_completion(replay, traces):
 def test_a_failed_run_ends_with_its_reason_on_screen(page, tmp_path):
     bad = tmp_path / "broken.pdf"
     bad.write_bytes(b"%PDF-1.4 this is not really a pdf")
-    page.click("#decode-input button[aria-label='Clear']")
-    page.set_input_files("#decode-input input[type=file]", str(bad))
-    page.wait_for_function("() => document.querySelector('#decode-page-info').innerText.includes('⚠')", timeout=30_000)
+    upload(page, "decode", bad, shows="⚠")
     page.click("#decode-run")
     toast = page.locator(".toast-body").first
     toast.wait_for(timeout=30_000)
@@ -222,10 +220,7 @@ def test_page_zero_says_why_in_the_projects_words(page, tmp_path):
         doc.new_page(width=300, height=200).insert_text((30, 60), f"Page {k + 1}", fontname="cour", fontsize=14)
     path = tmp_path / "three.pdf"
     doc.save(str(path))
-    page.click("#decode-input button[aria-label='Clear']")
-    page.set_input_files("#decode-input input[type=file]", str(path))
-    page.wait_for_function("() => document.querySelector('#decode-page-info').innerText.includes('page 1 of 3')",
-                           timeout=30_000)
+    upload(page, "decode", path, shows="page 1 of 3")
     box = page.locator("#decode-page input[type=number]")
     box.fill("0")
     box.press("Tab")
@@ -271,10 +266,7 @@ def test_wording_counts_in_words(page, tmp_path):
     pg.insert_text((30, 60), "Alone", fontname="cour", fontsize=14)
     path = tmp_path / "one-word.pdf"
     doc.save(str(path))
-    page.click("#decode-input button[aria-label='Clear']")
-    page.set_input_files("#decode-input input[type=file]", str(path))
-    page.wait_for_function("() => document.querySelector('#decode-page-info').innerText.includes('one-word.pdf')",
-                           timeout=30_000)
+    upload(page, "decode", path)
     info = page.inner_text("#decode-page-info")
     assert "1 word" in info and "1 words" not in info, info
     run_and_wait(page, "#decode-run")

@@ -12,6 +12,7 @@ import pytest
 from tests.ui_support import (
     app_page,
     require_chromium,
+    upload,
 )
 
 require_chromium()
@@ -99,8 +100,7 @@ def test_a_failed_probe_run_ends_with_its_reason_on_screen(page, tmp_path):
     bad = tmp_path / "broken.pdf"
     bad.write_bytes(b"%PDF-1.4 this is not really a pdf")
     page.get_by_role("tab", name="Semantic Shuffle").click()
-    page.click("#shuffle-input button[aria-label='Clear']")
-    page.set_input_files("#shuffle-input input[type=file]", str(bad))
+    upload(page, "shuffle", bad, shows="⚠")
     page.click("#shuffle-run")
     page.locator(".toast-body").first.wait_for(timeout=30_000)
     page.wait_for_selector(".toast-body", state="detached", timeout=30_000)

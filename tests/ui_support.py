@@ -137,6 +137,16 @@ def app_page(browser, url: str):
     assert not errors, f"JavaScript errors: {errors}"
 
 
+def upload(pg, prefix: str, path, shows: str | None = None) -> None:
+    """Replace the ``prefix`` tab's page with the file at ``path`` and wait until its page-info line
+    shows ``shows`` (default: the file's name; "⚠" for a file it refuses)."""
+    pg.click(f"#{prefix}-input button[aria-label='Clear']")
+    pg.set_input_files(f"#{prefix}-input input[type=file]", str(path))
+    expected = Path(path).name if shows is None else shows
+    pg.wait_for_function("([id, text]) => document.querySelector(id).innerText.includes(text)",
+                         arg=[f"#{prefix}-page-info", expected], timeout=30_000)
+
+
 def player_loads(pg, root: str = "#player") -> int:
     """How many values the player at ``root`` has received (its mount's data-loads)."""
     return pg.evaluate("(root) => { const m = document.querySelector(root + ' .mp-mount'); return m ? +(m.dataset.loads || 0) : 0; }",
