@@ -107,13 +107,21 @@ def _alternatives(ids: list[int], probs: list[float]) -> list[list[float]]:
 
 
 class Progress(DecodeObserver):
-    """``report(done, total)`` after every unit of work (the CLI's and the app's progress)."""
+    """``report(done, total)`` after every unit of work (the CLI's and the app's progress). The
+    total is an upper bound (every region may run to its token limit); a decode that stops early
+    reports ``(done, done)`` at its end, so a progress bar ends full."""
 
     def __init__(self, report: Callable[[int, int], None]) -> None:
         self.report = report
+        self.last: tuple[int, int] | None = None
 
     def on_block(self, run: "DecodeRun", done: int, total: int) -> None:
+        self.last = (done, total)
         self.report(done, total)
+
+    def on_finish(self, run: "DecodeRun", trace: Trace) -> None:
+        if self.last is not None and self.last[0] < self.last[1]:
+            self.report(self.last[0], self.last[0])
 
 
 Snapshot = Callable[[Callable[[], Trace]], None]  # handed, after each block (and denoising step), a builder of the trace so far
