@@ -2,13 +2,13 @@
 
 The same pages ``nano_training.data`` makes with PyMuPDF, without it: a random page style
 (``synth.PageStyle.random``'s draws), consecutive paragraphs of a random training document merged
-as ``synth.merge_paragraphs`` merges them, greedy line breaking at the fonts' advances
-(``mudiff_viz.core.linebreak.wrap``, which ``synth`` uses too), a bold heading, one or two columns,
-cut into text blocks as ``group_blocks`` cuts a page (a paragraph gap, a column or a heading ends a block; long blocks become near-equal chunks of
-at most 8 lines; a quarter of them a random run of their lines), each line drawn and cropped by
+and broken into lines at the fonts' advances by ``mudiff_viz.core.textlayout`` (as ``synth`` does),
+a bold heading, one or two columns, cut into text blocks as ``group_blocks`` cuts a page (a
+paragraph gap, a column or a heading ends a block; long blocks become near-equal chunks of at most
+8 lines; a quarter of them a random run of their lines), each line drawn and cropped by
 :mod:`nano_training.atlas` at a random DPI with a page's random damage.
 
-Imports torch only (the atlas, the line breaker), so it runs on a machine without PyMuPDF or PIL.
+Imports torch only (the atlas, the text layout), so it runs on a machine without PyMuPDF or PIL.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from mudiff_viz.core.linebreak import wrap
+from mudiff_viz.core.textlayout import merge_paragraphs, wrap
 from nano_training.atlas import Damage, GlyphAtlas, render_lines
 
 TEXTS = Path(__file__).resolve().parent.parent / "assets" / "gpu-kit" / "texts.json.gz"
@@ -67,19 +67,6 @@ class RegionBatch(list):
             images[i, 0, :, : p.shape[1]] = p.float() / 255.0
         self.images = images
         self.widths = torch.tensor([int(p.shape[1]) for p in lines], dtype=torch.long, device=dev)
-
-
-def merge_paragraphs(pars: list[str], rng: random.Random, lengths=(250.0, 700.0)) -> list[str]:
-    """``synth.merge_paragraphs``."""
-    out, current, goal = [], "", rng.uniform(*lengths)
-    for par in pars:
-        current = f"{current} {par}" if current else par
-        if len(current) >= goal:
-            out.append(current)
-            current, goal = "", rng.uniform(*lengths)
-    if current:
-        out.append(current)
-    return out
 
 
 @dataclass

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mudiff_viz.core.limits import current
-from mudiff_viz.core.linebreak import wrap
+from mudiff_viz.core.textlayout import merge_paragraphs, wrap
 from mudiff_viz.inputs.page import Page
 from mudiff_viz.inputs.pdf import render_in_process
 
@@ -223,21 +223,6 @@ def make_page(
     pdf = doc.tobytes(garbage=3, deflate=True)
     doc.close()
     return SynthPage(pdf=pdf, style=style, lines=laid)
-
-
-def merge_paragraphs(pars: list[str], rng: random.Random, lengths: tuple[float, float] = (250.0, 700.0)) -> list[str]:
-    """Join consecutive short paragraphs (docstrings are often one sentence) into paragraphs of a
-    few lines, so pages have text blocks of several lines as real documents do."""
-    out: list[str] = []
-    current, goal = "", rng.uniform(*lengths)
-    for par in pars:
-        current = f"{current} {par}" if current else par
-        if len(current) >= goal:
-            out.append(current)
-            current, goal = "", rng.uniform(*lengths)
-    if current:
-        out.append(current)
-    return out
 
 
 def random_page(rng: random.Random, split: str = "train", style: PageStyle | None = None, **style_kw) -> SynthPage:
