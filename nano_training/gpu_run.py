@@ -205,22 +205,28 @@ class Stop:
         self.asked = True
 
 
+def phase_loss(model: NanoOCR, tok, tables, batch, phase: str, gen: torch.Generator, ctc_weight: float,
+               block: int = 32, mixed: bool = True, **diffusion: float | bool) -> tuple[torch.Tensor, dict]:
+    """One batch's loss and its parts in ``phase`` ("ar" or "diffusion"; ``diffusion``: the
+    objective's keywords). The objectives build masks and indices on the default device, so it is
+    set to the model's; ``mixed``: bf16 autocast on a GPU. The training step, the held-out loss and
+    ``gpu_throughput`` all take this one function."""
+    device = next(model.parameters()).device
+    with torch.device(device), torch.autocast(device.type, dtype=torch.bfloat16,
+                                              enabled=mixed and device.type == "cuda"):
+        if phase == "ar":
+            return ar_loss(model, tok, tables, batch, ctc_weight)
+        return diffusion_loss(model, tok, tables, batch, block, gen, ctc_weight, **diffusion)
+
+
 @torch.no_grad()
 def held_out_loss(model: NanoOCR, tok, tables, batches, kind: str, device) -> dict:
+    """Mean cross-entropy and accuracy over the held-out batches (fp32, no CTC term, block 32)."""
     model.eval()
     gen = torch.Generator(device=device).manual_seed(0)
     ce = acc = 0.0
-    with torch.device(device):  # the objectives build masks and indices on the default device
-        return _held_out_loss(model, tok, tables, batches, kind, gen)
-
-
-def _held_out_loss(model, tok, tables, batches, kind, gen) -> dict:
-    ce = acc = 0.0
     for b in batches:
-        if kind == "ar":
-            _, parts = ar_loss(model, tok, tables, b, 0.0)
-        else:
-            _, parts = diffusion_loss(model, tok, tables, b, 32, gen, 0.0, freeze_vision=True)
+        _, parts = phase_loss(model, tok, tables, b, kind, gen, 0.0, mixed=False, freeze_vision=True)
         ce += parts["ce"] / len(batches)
         acc += parts["acc"] / len(batches)
     model.train()
@@ -334,15 +340,10 @@ def main(argv=None) -> None:
                 queue = pool.batches(args.batch_cols, 8)
             batch = queue.pop()
             data_s += time.monotonic() - t_d
-            # the objectives build masks and indices on the default device: the model's, here
-            with torch.device(device), torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-                if phase == "ar":
-                    loss, parts = ar_loss(model, tok, tables, batch, args.ctc_weight)
-                else:
-                    bs = rng.choices(blocks, block_p)[0]
-                    loss, parts = diffusion_loss(model, tok, tables, batch, bs, gen, args.ctc_weight,
-                                                 suffix_share=args.suffix_share, near_halflife=args.near_halflife,
-                                                 freeze_vision=args.freeze_vision)
+            block = rng.choices(blocks, block_p)[0] if phase == "diffusion" else 32
+            loss, parts = phase_loss(model, tok, tables, batch, phase, gen, args.ctc_weight, block,
+                                     suffix_share=args.suffix_share, near_halflife=args.near_halflife,
+                                     freeze_vision=args.freeze_vision)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(params, 1.0).item()

@@ -25,8 +25,7 @@ from models.nano.model import CharTables, count_m
 from models.nano.weights import load_model
 from nano_training.atlas import GlyphAtlas
 from nano_training.gpu_data import DevicePool, load_texts
-from nano_training.gpu_run import SHIPPED_AR, decoder_config, largest_config, start_model
-from nano_training.objectives import ar_loss, diffusion_loss
+from nano_training.gpu_run import SHIPPED_AR, decoder_config, largest_config, phase_loss, start_model
 
 
 class OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
@@ -41,14 +40,10 @@ class OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def step_fn(model, tok, tables, batch, kind: str, gen, opt, device):
+def step_fn(model, tok, tables, batch, kind: str, gen, opt):
     def run():
-        with torch.device(device), torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            if kind == "ar":
-                loss, _ = ar_loss(model, tok, tables, batch, 0.3)
-            else:
-                loss, _ = diffusion_loss(model, tok, tables, batch, 32, gen, 0.3, suffix_share=0.7,
-                                         near_halflife=2.0, freeze_vision=True)
+        loss, _ = phase_loss(model, tok, tables, batch, kind, gen, 0.3, suffix_share=0.7, near_halflife=2.0,
+                             freeze_vision=True)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -63,7 +58,7 @@ def measure(cfg_name: str, model, tok, batch, device, steps: int) -> dict:
     for kind in ("ar", "diffusion"):
         model.cfg.kind = kind
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        run = step_fn(model, tok, tables, batch, kind, gen, opt, device)
+        run = step_fn(model, tok, tables, batch, kind, gen, opt)
         run()  # warm-up
         flops = FlopCounterMode(display=False)
         with flops:
