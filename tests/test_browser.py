@@ -11,6 +11,7 @@ import json
 from tests.test_views import HOSTILE, hostile
 from tests.ui_support import (
     require_chromium,
+    upload,
     wait_for_result,
 )
 
@@ -156,9 +157,7 @@ def test_pdf_with_markup_in_its_text_shows_it_as_text(page, tmp_path):
     path = tmp_path / "markup.pdf"
     doc.save(str(path))
     page.get_by_role("tab", name="Compare AR vs diffusion").click()
-    page.click("#compare-input button[aria-label='Clear']")  # the bundled sample is preselected
-    page.set_input_files("#compare-input input[type=file]", str(path))
-    page.wait_for_timeout(1000)
+    upload(page, "compare", path)  # in place of the preselected bundled sample
     page.click("#compare-run")
     wait_for_result(page, "#compare-player", timeout=120_000)
     page.wait_for_timeout(500)
