@@ -12,8 +12,7 @@ import torch
 
 from models.base import NextTokenModel
 from mudiff_viz.core.trace import Trace
-from mudiff_viz.decoding.diffusion import Progress
-from mudiff_viz.decoding.observers import Snapshot, StepEvent
+from mudiff_viz.decoding.observers import ProgressFn, Snapshot, StepEvent
 from mudiff_viz.decoding.run import DecodeRun, observers_for
 from mudiff_viz.decoding.sampling import Sampler
 from mudiff_viz.decoding.scheduler import step_output
@@ -24,7 +23,7 @@ CHUNK = 16  # tokens per unit of work: records move to the host, progress and sn
 
 @torch.inference_mode()
 def decode_autoregressive(backend: NextTokenModel, page, regions, params: DecodeParams,
-                          progress: Progress | None = None, snapshot: Snapshot | None = None) -> Trace:
+                          progress: ProgressFn | None = None, snapshot: Snapshot | None = None) -> Trace:
     """Decode all ``regions`` of ``page`` token by token; returns the full Trace (``progress`` and
     ``snapshot`` as for decode_diffusion, every CHUNK tokens)."""
     params.check()

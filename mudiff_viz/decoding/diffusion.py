@@ -10,22 +10,18 @@ how the loop syncs with the device (:class:`EagerSync`, :class:`FusedSync`), nev
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import torch
 
 from models.base import BlockDenoiser, StepCapturer
 from mudiff_viz.core.trace import Trace
-from mudiff_viz.decoding.observers import Snapshot, StepEvent
+from mudiff_viz.decoding.observers import ProgressFn, Snapshot, StepEvent
 from mudiff_viz.decoding.run import DecodeRun, observers_for
 from mudiff_viz.decoding.scheduler import BlockScheduler, StepOutput
 from mudiff_viz.decoding.settings import DecodeParams
 
-Progress = Callable[[int, int], None]
-
-
 @torch.inference_mode()
-def decode_diffusion(backend: BlockDenoiser, page, regions, params: DecodeParams, progress: Progress | None = None,
+def decode_diffusion(backend: BlockDenoiser, page, regions, params: DecodeParams, progress: ProgressFn | None = None,
                      snapshot: Snapshot | None = None) -> Trace:
     """Decode all ``regions`` of ``page`` with block diffusion; returns the full Trace.
 

@@ -106,12 +106,15 @@ def _alternatives(ids: list[int], probs: list[float]) -> list[list[float]]:
     return [[int(t), round(p, 3)] for k, (t, p) in enumerate(zip(ids, probs)) if k == 0 or p >= 0.0005]
 
 
+ProgressFn = Callable[[int, int], None]  # told (units of work done, an upper bound of the total)
+
+
 class Progress(DecodeObserver):
     """``report(done, total)`` after every unit of work (the CLI's and the app's progress). The
     total is an upper bound (every region may run to its token limit); a decode that stops early
     reports ``(done, done)`` at its end, so a progress bar ends full."""
 
-    def __init__(self, report: Callable[[int, int], None]) -> None:
+    def __init__(self, report: ProgressFn) -> None:
         self.report = report
         self.last: tuple[int, int] | None = None
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable
 
 from models.registry import load_backend
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits, current
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.decoders import get_decoder
-from mudiff_viz.decoding.run import Snapshot
+from mudiff_viz.decoding.observers import ProgressFn, Snapshot
 from mudiff_viz.decoding.sequential import decode_sequential
 from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.decoding.two_stage import decode_two_stage
@@ -35,7 +34,7 @@ def decode_page(
     model: str = "nano",
     decoder: str = "diffusion",
     params: DecodeParams | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: ProgressFn | None = None,
     backend=None,
     mode: str = "page",
     layout_prompt: str = "detection",

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
 from mudiff_viz.core.trace import StepRecord, Trace
 from mudiff_viz.core.types import Region
 from mudiff_viz.decoding.build import build_trace
-from mudiff_viz.decoding.observers import DecodeObserver, Progress, Snapshot, StepEvent, StepRecorder, Streaming
+from mudiff_viz.decoding.observers import (DecodeObserver, Progress, ProgressFn, Snapshot, StepEvent, StepRecorder,
+                                           Streaming)
 from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.decoding.stopping import stopping_for
 
@@ -155,7 +155,7 @@ class DecodeRun:
         return trace
 
 
-def observers_for(progress: Callable[[int, int], None] | None, snapshot: Snapshot | None) -> list[DecodeObserver]:
+def observers_for(progress: ProgressFn | None, snapshot: Snapshot | None) -> list[DecodeObserver]:
     """The observers behind the decoders' ``progress`` and ``snapshot`` arguments."""
     return ([Progress(progress)] if progress else []) + ([Streaming(snapshot)] if snapshot else [])
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from mudiff_viz.core.trace import RegionRecord, StepRecord, Trace, rnd
 from mudiff_viz.decoding.build import joined_text, run_metrics
-from mudiff_viz.decoding.run import Snapshot
+from mudiff_viz.decoding.observers import ProgressFn, Snapshot
 
 Decode = Callable  # a registered decoder's run: (backend, page, regions, params, progress, snapshot=) -> Trace
 SUMMED = ("nfe", "commit_passes", "batched_forwards", "wall_s", "prefill_s")
@@ -26,7 +26,7 @@ def decode_sequential(
     regions: Sequence,
     decode: Decode,
     params,
-    progress: Callable[[int, int], None] | None = None,
+    progress: ProgressFn | None = None,
     before: Sequence[Trace] = (),
     extra_params: dict | None = None,
     snapshot: Snapshot | None = None,

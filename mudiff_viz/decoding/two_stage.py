@@ -9,17 +9,16 @@ replay both stages on one clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from models.base import LayoutParser
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.trace import Trace
+from mudiff_viz.decoding.observers import ProgressFn
 from mudiff_viz.decoding.sequential import Decode, decode_sequential, merge_traces
 from mudiff_viz.inputs.page import Page
 
 
 def decode_two_stage(
-    backend: LayoutParser, page: Page, decode: Decode, params, progress: Callable[[int, int], None] | None = None,
+    backend: LayoutParser, page: Page, decode: Decode, params, progress: ProgressFn | None = None,
     layout_prompt: str = "detection", snapshot=None,
 ) -> Trace:
     """Layout pass (asked with ``layout_prompt``), then recognition of every detected block; one Trace."""

@@ -10,7 +10,7 @@ so a bad value raises the same one-line :class:`UserInputError`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import pandas as pd
 
@@ -18,7 +18,7 @@ from models import registry
 from mudiff_viz.core.errors import ModelLoadError, UserInputError
 from mudiff_viz.core.limits import Limits, current
 from mudiff_viz.core.trace import Trace
-from mudiff_viz.decoding.observers import Snapshot
+from mudiff_viz.decoding.observers import ProgressFn, Snapshot
 from mudiff_viz.decoding.pipeline import decode_page, make_params
 from mudiff_viz.decoding.settings import KNOB, KNOBS
 from mudiff_viz.inputs.page import Page
@@ -75,7 +75,7 @@ def decode(source: Source | Page, *, model: str = "nano", decoder: str = "diffus
            dpi: float = 150, mode: str = "page", layout_prompt: str = "detection",
            occlude: float | Iterable[int] | str | None = None, degrade: str | dict | None = None,
            probe_seed: int = 0, record: bool = True, fused: bool = False, limits: Limits | None = None,
-           progress: Callable[[int, int], None] | None = None, snapshot: Snapshot | None = None,
+           progress: ProgressFn | None = None, snapshot: Snapshot | None = None,
            **knobs: Any) -> Trace:
     """Decode one page into a Trace (every denoising step recorded unless ``record=False``).
 
