@@ -74,7 +74,7 @@ class Sampler:
                  generator: torch.Generator | None = None) -> None:
         self.deterministic = temperature <= 0
         self.processors: list[LogitsProcessor] = ([] if self.deterministic else [Temperature(temperature)])
-        self.processors += [p for p in (TopK(top_k), TopP(top_p)) if _changes(p)]
+        self.processors += [TopK(top_k), TopP(top_p)]  # each leaves the logits as they are when it is off
         self.generator = generator
 
     @classmethod
@@ -97,7 +97,3 @@ class Sampler:
             x0 = torch.multinomial(flat, 1, generator=self.generator).reshape(probs.shape[:-1])
         conf = torch.gather(probs, -1, x0.unsqueeze(-1)).squeeze(-1)
         return x0, conf, probs
-
-
-def _changes(p: LogitsProcessor) -> bool:
-    return (0 < p.k) if isinstance(p, TopK) else (0.0 < p.p < 1.0)
