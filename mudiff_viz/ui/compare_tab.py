@@ -115,7 +115,7 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
     controls.wire_picker(picker, perturb)
     outputs = [status, warning, player, table, diff_note, diff_ar, diff_d, fig_fwd, fig_wall, fig_conf, fig_order, files]
     inputs = [picker.file, picker.number, model_d, model_a, *knobs.values(), *perturb.inputs]
-    run.click(controls.with_knobs(run_compare, 4, knobs.names()), inputs, outputs, concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="compare",
-              scroll_to_output=True, show_progress="minimal")
+    run.click(controls.with_knobs(run_compare, 4, knobs.names()), inputs, outputs, concurrency_id=MODEL_WORK,
+              concurrency_limit=1, api_name="compare", scroll_to_output=True, show_progress="minimal")
     example.click(compare_examples, None, outputs, api_name="compare_examples", scroll_to_output=True)
     return {"picker": picker, "run": run}
