@@ -109,3 +109,4 @@ def test_a_failed_probe_run_ends_with_its_reason_on_screen(page, tmp_path):
     assert failed.is_visible() and "corrupt PDF" in failed.inner_text()
     assert "Decoding four times" not in page.inner_text(PLAYER) and "Preparing" not in page.inner_text("#shuffle-status")
     assert page.locator(f"{PLAYER} .error:visible, #shuffle-status .error:visible").count() == 0
+    assert page.locator("#shuffle-scores .error:visible").count() == 0  # nor on the emptied score table

@@ -19,6 +19,7 @@ from mudiff_viz.core.limits import current as current_limits
 from mudiff_viz.ui import compare_tab, controls, corpus_tab, decode_tab, lessons_tab, models, shuffle_tab, viewer_tab
 from mudiff_viz.ui import gpu as _gpu  # noqa: F401  (imports `spaces` before anything touches CUDA)
 from mudiff_viz.ui.common import default_sample
+from mudiff_viz.ui.results import SAYS_WHY
 
 INTRO = """
 # mudiff-viz · watch diffusion OCR decode, step by step
@@ -38,14 +39,12 @@ CSS = """
 #decode-run, #compare-run, #shuffle-run { min-height: 46px; font-size: 16px; }
 .mudiff-note { font-size: 13px; opacity: .85; }
 .mudiff-warning { border-left: 4px solid #d55e00; background: rgba(213, 94, 0, .08); padding: 6px 12px; border-radius: 4px; }
-/* a failed run (results.shows_failure) ends with its reason in the status line and the player; Gradio's
-   bare "Error" pill on those two outputs would only cover it */
-:is(#decode-status, #player, #compare-status, #compare-player, #lesson-status, #lesson-player, #shuffle-status,
-     #shuffle-player)
-  [data-testid="status-tracker"]:has(> .error) { display: none !important; }
 /* slider number boxes wide enough for 4096 */
 .gradio-container input[type="number"] { min-width: 5.2em; }
 """
+# a failed run (results.shows_failure) ends with its reason in the status line and the player; Gradio's
+# bare "Error" pill on its outputs (results.says_why) would only cover it
+CSS += f'.{SAYS_WHY} [data-testid="status-tracker"]:has(> .error) {{ display: none !important; }}\n'
 
 
 def build_app() -> gr.Blocks:

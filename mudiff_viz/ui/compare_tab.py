@@ -113,7 +113,8 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
                     elem_id="compare-downloads", visible=False)
 
     controls.wire_picker(picker, perturb)
-    outputs = [status, warning, player, table, diff_note, diff_ar, diff_d, fig_fwd, fig_wall, fig_conf, fig_order, files]
+    outputs = results.says_why([status, warning, player, table, diff_note, diff_ar, diff_d, fig_fwd, fig_wall, fig_conf,
+                                fig_order, files])
     inputs = [picker.file, picker.number, model_d, model_a, *knobs.values(), *perturb.inputs]
     run.click(controls.with_knobs(run_compare, 4, knobs.names()), inputs, outputs, concurrency_id=MODEL_WORK,
               concurrency_limit=1, api_name="compare", scroll_to_output=True, show_progress="minimal")

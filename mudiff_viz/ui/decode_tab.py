@@ -118,7 +118,7 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> DecodeTa
     decoder.change(lambda d: gr.update(visible=d == "diffusion"), decoder, diffusion_group, queue=False,
                    api_visibility="private")
     inputs = [picker.file, picker.number, model, decoder, *knobs.values(), *perturb.inputs]
-    outputs = [status, warning, player, fig_order, fig_conf, fig_tpf, downloads]
+    outputs = results.says_why([status, warning, player, fig_order, fig_conf, fig_tpf, downloads])
     run.click(controls.with_knobs(run_decode, 4, knobs.names()), inputs, outputs, concurrency_id=MODEL_WORK,
               concurrency_limit=1, api_name="decode", scroll_to_output=True, show_progress="minimal")
     return DecodeTab(picker, knobs, decoder, model, run, inputs, outputs)

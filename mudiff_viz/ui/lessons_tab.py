@@ -126,6 +126,6 @@ def build() -> None:
     status = gr.Markdown(elem_id="lesson-status")
     player = Player(elem_id="lesson-player")
     for lesson, btn in buttons:
-        btn.click(lesson_runner(lesson.key), None, [status, player], concurrency_id=MODEL_WORK, concurrency_limit=1,
+        btn.click(lesson_runner(lesson.key), None, results.says_why([status, player]), concurrency_id=MODEL_WORK, concurrency_limit=1,
                   api_visibility="private", scroll_to_output=True, show_progress="minimal")
     gr.Markdown(howitworks.READING_GUIDE)

@@ -65,6 +65,19 @@ def failed(names: tuple[str, ...], reason: str) -> dict:
     return out
 
 
+SAYS_WHY = "mudiff-says-why"  # the app's CSS hides Gradio's bare "Error" pill on outputs with this class
+
+
+def says_why(outputs: list) -> list:
+    """Mark the output components of a run wrapped by :func:`shows_failure` (returned as given): its
+    failure puts the reason in their status and player and empties the rest, so Gradio's bare "Error"
+    pill on each of them would only cover it (the CSS in ui/app.py hides it)."""
+    for component in outputs:
+        classes = component.elem_classes or []
+        component.elem_classes = [*([classes] if isinstance(classes, str) else classes), SAYS_WHY]
+    return outputs
+
+
 def shows_failure(names: tuple[str, ...]) -> Callable:
     """For a run generator: when it fails, its last frame is :func:`failed` (the reason stays on
     screen after the toast has gone, and no "Decoding…" is left behind); the error still propagates,

@@ -24,7 +24,7 @@ from mudiff_viz.ui import controls, models, pagework
 from mudiff_viz.ui.common import file_path, request_dir, safe_stem, sample_paths, user_errors, write_trace
 from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu
 from mudiff_viz.ui.player import Player
-from mudiff_viz.ui.results import cleared, ordered, shows_failure
+from mudiff_viz.ui.results import cleared, ordered, says_why, shows_failure
 from mudiff_viz.ui.slot import MODEL_WORK, model_slot
 from mudiff_viz.views import shuffle as views
 from mudiff_viz.views.page_image import image_data_url
@@ -248,7 +248,7 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
     knob_inputs, names = knobs.values(), knobs.names()
     run.click(controls.with_knobs(run_shuffle, 5, names), [picker.file, picker.number, level, seed, model, *knob_inputs, probe, fraction, dpi, blur, noise,
                             jpeg, rotate],
-              [status, player, table, *diffs, files], concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="shuffle",
+              says_why([status, player, table, *diffs, files]), concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="shuffle",
               scroll_to_output=True, show_progress="minimal")
     bench.click(controls.with_knobs(run_shuffle_bench, 3, names), [levels, seeds, model, *knob_inputs], [bench_status, bench_fig, bench_table, bench_files],
                 concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="shuffle_bench")
