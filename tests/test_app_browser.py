@@ -134,6 +134,8 @@ def test_clicking_a_word_occludes_it_and_the_player_outlines_it(page):
     page.click("#decode-perturb button, #decode-perturb .label-wrap")  # open the Perturb panel
     img = page.locator("#decode-preview img")
     img.wait_for(state="visible")
+    page.wait_for_function("() => { const i = document.querySelector('#decode-preview img'); return i && i.complete && i.naturalWidth > 0; }",
+                           timeout=30_000)  # visible is not loaded: naturalWidth is 0 until the image arrives
     # the first word of the sample: its box from the page's text layer, in preview pixels
     box = page.evaluate("""() => { const i = document.querySelector('#decode-preview img');
         const r = i.getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, h: r.height, nw: i.naturalWidth}; }""")
