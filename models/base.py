@@ -10,7 +10,10 @@ asks ``isinstance`` (the protocols are runtime-checkable), never a capability fl
 - :class:`StepCapturer` (optional, diffusion): runs a block forward and the policy's step as one
   captured graph; the policy is a pure function handed in (:class:`StepPolicy`);
 - :class:`NextTokenModel` (the AR decoder): ``first_logits`` (from the prefill) and ``next_logits``;
-- :class:`LayoutParser` (the two-stage parse): ``layout_region`` and ``parse_layout``.
+- :class:`LayoutParser` (the two-stage parse): ``layout_region`` and ``parse_layout``;
+- :class:`Speculator` (the draft-and-verify decoders): ``spec_forward`` (one forward with the
+  attention layout a :class:`SpecLayout` describes: clean tokens stored tentatively, verify queries,
+  draft masks) and ``keep`` (only an accepted prefix of the clean tokens stays in the cache).
 
 A backend decodes a batch of *regions* of one page (text blocks for the nano models, the page or
 layout blocks for the real model). ``encode`` runs the vision encoder and the prompt prefill for
@@ -21,6 +24,9 @@ New model types are registered with :func:`models.registry.register_backend`.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -67,9 +73,22 @@ class Backend:
         """Text of a sequence of ids (special tokens dropped)."""
         raise NotImplementedError
 
+    def vocabulary(self) -> str:
+        """A fingerprint of what the token ids mean: backends with equal ones can exchange token ids
+        (one drafts, the other verifies)."""
+        raise NotImplementedError
+
     def token_boxes(self, page: Any, region: Region, ctx: Any, row: int, ids: list[int]) -> list[Box | None] | None:
         """Page boxes of decoded tokens when the page has no ground truth (None: not known)."""
         return None
+
+
+def fingerprint(token_texts: Iterable[str]) -> str:
+    """A short digest of a vocabulary, id by id (:meth:`Backend.vocabulary`)."""
+    h = hashlib.sha256()
+    for text in token_texts:
+        h.update(text.encode("utf-8", "surrogatepass") + b"\x00")
+    return h.hexdigest()[:16]
 
 
 @runtime_checkable
@@ -134,3 +153,92 @@ class LayoutParser(Protocol):
 
     def parse_layout(self, text: str, page: Any) -> list[Region]:
         """The layout pass's answer -> regions to recognise, in reading order."""
+
+
+@dataclass
+class SpecLayout:
+    """What one draft-and-verify forward holds for each of its rows, after the row's cache:
+
+    - ``clean`` (b, n): tokens written to the cache *tentatively*, as a causal chain (clean token i
+      sees the cache, clean tokens 0..i of its row and nothing else): the keys/values a one-token-
+      at-a-time decode would have stored for them. ``n_clean`` (b,) says how many are real per row;
+      the rest is padding no query sees.
+    - verify queries: one after ``clean[:j]`` for each ``j`` in ``queries_from .. n``; query j gives
+      the model's next-token logits after that prefix, as its one-token-at-a-time decode would
+      (a diffusion model: a MASK at the next position that sees the cache, ``clean[:j]`` and itself,
+      i.e. block size 1; an AR model: its logits at ``clean[j - 1]``, so ``queries_from >= 1``).
+    - draft masks (diffusion models only), ``n_drafts`` of them in each draft block. Unbranched: one
+      block after each row's real clean tokens (every draft sees the cache, the row's clean tokens and
+      every draft of the block). ``branched``: one block after each verify query, continuing it as
+      if the query were the block's first mask: branch j's drafts see the cache, ``clean[:j]``, query
+      j and each other (the query does not see them, so it stays the block-size-1 prediction). Branch
+      j is what to draft next if the verifier stops at query j.
+    """
+
+    clean: torch.Tensor
+    n_clean: torch.Tensor
+    queries_from: int
+    n_drafts: int
+    branched: bool = False
+
+    @property
+    def n_queries(self) -> int:
+        return self.clean.shape[1] - self.queries_from + 1
+
+    @property
+    def n_draft_tokens(self) -> int:
+        return self.n_drafts * (self.n_queries if self.branched else 1)
+
+    def query_prefix(self) -> torch.Tensor:
+        """(n_queries,) how many clean tokens each verify query comes after."""
+        return torch.arange(self.queries_from, self.clean.shape[1] + 1, device=self.clean.device)
+
+    def width(self, with_queries: bool = True) -> int:
+        """Tokens in the forward."""
+        return self.clean.shape[1] + (self.n_queries if with_queries else 0) + self.n_draft_tokens
+
+    def attention(self, with_queries: bool = True) -> torch.Tensor:
+        """(b, T, T) bool, True = may attend, among the forward's tokens in the order
+        [clean ; verify queries ; drafts (branch by branch)] (``with_queries=False``: an AR model,
+        whose queries are the clean tokens themselves). Every token also sees its row's cache."""
+        b, n = self.clean.shape
+        dev = self.clean.device
+        nq = self.n_queries if with_queries else 0
+        w, t = self.n_drafts, self.width(with_queries)
+        real = torch.arange(n, device=dev)[None, :] < self.n_clean[:, None]  # (b, n)
+        att = torch.zeros(b, t, t, dtype=torch.bool, device=dev)
+        k = torch.arange(n, device=dev)
+        att[:, :n, :n] = (k[None, :] <= k[:, None])[None] & real[:, None, :]  # causal over the real clean tokens
+        if nq:
+            prefix = self.query_prefix()
+            att[:, n : n + nq, :n] = (k[None, :] < prefix[:, None])[None] & real[:, None, :]
+            att[:, n : n + nq, n : n + nq] = torch.eye(nq, dtype=torch.bool, device=dev)  # each query sees itself
+        if w and self.branched:
+            for q in range(nq):
+                at = n + nq + q * w
+                att[:, at : at + w, :n] = att[:, n + q, :n][:, None, :]  # what the query sees ...
+                att[:, at : at + w, n + q] = True  # ... the query itself ...
+                att[:, at : at + w, at : at + w] = True  # ... and its branch
+        elif w:
+            att[:, t - w :, :n] = real[:, None, :]
+            att[:, t - w :, t - w :] = True
+        return att
+
+
+@dataclass
+class SpecLogits:
+    verify: torch.Tensor  # (b, n_queries, V): next-token logits after each clean prefix
+    draft: torch.Tensor  # (b, n_draft_tokens, V): the draft blocks' logits, branch after branch
+
+
+@runtime_checkable
+class Speculator(Protocol):
+    """What the draft-and-verify decoders need of a model (decoding/speculative.py)."""
+
+    def spec_forward(self, ctx: Any, rows: torch.Tensor, layout: SpecLayout) -> SpecLogits:
+        """One forward of the given rows with ``layout``'s attention; the clean tokens' keys/values
+        are written to the cache but do not count until :meth:`keep` says which."""
+
+    def keep(self, ctx: Any, rows: torch.Tensor, n_keep: torch.Tensor) -> None:
+        """After a ``spec_forward`` of the same rows: the first ``n_keep[r]`` clean tokens of each
+        row stay in its cache (and move its position past them); the rest are dropped."""

@@ -3,7 +3,7 @@ text-recognition region, and the two-stage parse's layout prompt and answer form
 
 from __future__ import annotations
 
-from models.base import Backend
+from models.base import Backend, fingerprint
 from models.mineru_common.layout import parse_layout
 from models.mineru_common.tasks import layout_region, page_region
 from models.mineru_common.text import ChatText
@@ -29,6 +29,10 @@ class MinerUBackend(Backend):
 
     def detokenize(self, ids) -> str:
         return self.text.detokenize(ids)
+
+    def vocabulary(self) -> str:
+        vocab = self.text.tok.get_vocab(with_added_tokens=True)
+        return fingerprint(f"{i}={t}" for t, i in sorted(vocab.items(), key=lambda kv: kv[1]))
 
     def layout_region(self, page, wording: str) -> Region:
         return layout_region(page.width, page.height, wording)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from models.base import Backend
+from models.base import Backend, SpecLayout, SpecLogits, fingerprint
 from models.nano.cache import BatchCache
 from models.nano.model import CharTables, NanoOCR, answer_position, count_m, masked_runs, walk
 from models.nano.preprocess import LineCrop, collate, crop_line, ink_levels, reference_height, to_gray
@@ -41,6 +41,7 @@ class NanoContext:
     line_starts: torch.Tensor  # (B, max_lines + 1) start of each line on the position axis
     line: torch.Tensor  # (B,) reading position after each region's committed text: line ...
     col: torch.Tensor  # (B,) ... and column
+    tentative: tuple | None = None  # after a spec_forward: (rows, line, col after each clean prefix)
 
 
 class TokenizedBackend(Backend):
@@ -53,6 +54,9 @@ class TokenizedBackend(Backend):
 
     def detokenize(self, ids) -> str:
         return self.tok.decode(ids)
+
+    def vocabulary(self) -> str:
+        return fingerprint(self.tok.token_text(i) for i in range(self.tok.vocab_size))
 
 
 class NanoBackend(TokenizedBackend):
@@ -161,6 +165,74 @@ class NanoBackend(TokenizedBackend):
 
     def next_logits(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         return self._store(ctx, tokens[:, None], rows, causal=True)[:, 0]
+
+    # draft and verify
+    def spec_forward(self, ctx: NanoContext, rows: torch.Tensor, layout: SpecLayout) -> SpecLogits:
+        """One forward of [clean ; verify queries ; drafts] (models/base.py: SpecLayout). Clean tokens
+        sit where a stored token sits (on its last character, as ``commit_block`` and ``next_logits``
+        place it); a verify query where a block of one MASK after that prefix sits (the diffusion
+        twin), or is the clean token itself (the AR twin); drafts as a block of masks after the row's
+        clean text. So each query's logits are those of the one-token-at-a-time decode."""
+        clean, n = layout.clean, layout.clean.shape[1]
+        b = clean.shape[0]
+        real = torch.arange(n, device=self.device)[None, :] < layout.n_clean[:, None]
+        line0, col0 = ctx.line[rows], ctx.col[rows]
+        _, _, line_a, col_a = walk(line0, col0, clean, torch.ones_like(real), self.tables, self.cfg.chars_per_token, ~real)
+        starts = ctx.line_starts[rows]
+        line_p = torch.cat([line0[:, None], line_a], 1)  # reading position after clean[:j], j = 0..n
+        col_p = torch.cat([col0[:, None], col_a], 1)
+        ctx.tentative = (rows, line_p, col_p)
+        parts, pos, runs = [clean], [answer_position(starts, line_a, col_a)], [torch.zeros_like(clean)]
+        diffusion = self.kind == "diffusion"
+        if diffusion:
+            j = layout.query_prefix()
+            parts.append(torch.full((b, len(j)), self.mask_id, dtype=torch.long, device=self.device))
+            pos.append(answer_position(starts, line_p[:, j], col_p[:, j]))
+            runs.append(torch.zeros_like(parts[-1]))
+        elif layout.n_drafts or layout.queries_from < 1:
+            raise ValueError("an AR model verifies after clean tokens only; it cannot draft")
+        w = layout.n_drafts
+        if w:
+            if layout.branched:  # a block after each query, the query its first mask
+                j = layout.query_prefix()
+                first = 1
+                line_s, col_s = line_p[:, j].reshape(-1), col_p[:, j].reshape(-1)
+            else:  # one block after each row's clean text
+                end = layout.n_clean[:, None]
+                first = 0
+                line_s, col_s = line_p.gather(1, end)[:, 0], col_p.gather(1, end)[:, 0]
+            masks = torch.full((len(line_s), first + w), self.mask_id, dtype=torch.long, device=self.device)
+            unknown = torch.zeros_like(masks, dtype=torch.bool)
+            dl, dc, _, _ = walk(line_s, col_s, masks, unknown, self.tables, self.cfg.chars_per_token)
+            blocks = len(line_s) // b
+            dstarts = starts.repeat_interleave(blocks, 0)
+            parts.append(masks[:, first:].reshape(b, -1))
+            pos.append(answer_position(dstarts, dl, dc)[:, first:].reshape(b, -1))
+            runs.append(masked_runs(~unknown)[:, first:].reshape(b, -1))
+        logits = ctx.cache.forward_tentative(self.model, torch.cat(parts, 1), rows, torch.cat(pos, 1),
+                                             layout.attention(with_queries=diffusion), torch.cat(runs, 1))
+        if diffusion:
+            nq = layout.n_queries
+            verify = logits[:, n : n + nq]
+            one = torch.ones(b * nq, 1, dtype=torch.bool, device=self.device)  # each query: a block of one MASK
+            verify = self.model.scale_block_logits(verify.reshape(b * nq, 1, verify.shape[-1]), one).view(verify.shape)
+        else:
+            verify = logits[:, layout.queries_from - 1 : n]
+        draft = logits[:, logits.shape[1] - layout.n_draft_tokens :]
+        if w and self.cfg.count_scales:  # each draft scaled by the masks before it in its block
+            blocks = draft.reshape(-1, w, draft.shape[-1])
+            if layout.branched:
+                blocks = torch.cat([torch.zeros_like(blocks[:, :1]), blocks], 1)
+            masked = torch.ones(blocks.shape[:2], dtype=torch.bool, device=self.device)
+            draft = self.model.scale_block_logits(blocks, masked)[:, layout.branched:].reshape(draft.shape)
+        return SpecLogits(verify, draft)
+
+    def keep(self, ctx: NanoContext, rows: torch.Tensor, n_keep: torch.Tensor) -> None:
+        kept_rows, line_p, col_p = ctx.tentative
+        ctx.cache.keep(n_keep)
+        ctx.line[kept_rows] = line_p.gather(1, n_keep[:, None])[:, 0]
+        ctx.col[kept_rows] = col_p.gather(1, n_keep[:, None])[:, 0]
+        ctx.tentative = None
 
     # ---- boxes without ground truth ----------------------------------------------------------
 

@@ -23,6 +23,7 @@ class BatchCache:
     key_mask: torch.Tensor  # (B_alive, capacity) True where a key is real
     length: int  # filled slots (the same for every row)
     alive: list[int]  # region index of each cache row
+    tentative: tuple[int, int, int] = (0, 0, 0)  # the last forward_tentative: (rows, first slot, tokens)
 
     @classmethod
     def from_prefill(cls, kv: list[tuple[torch.Tensor, torch.Tensor]], key_mask: torch.Tensor, headroom: int = 128) -> "BatchCache":
@@ -64,6 +65,33 @@ class BatchCache:
         """Logits of ``tokens`` (b, n) for the regions ``rows``, attending to their cache and to the
         tokens themselves (causally or not); ``store`` keeps their keys/values. ``runs``: the
         tokens' masked runs, for a model whose heads look past a masked token's start."""
+        n = tokens.shape[1]
+        inner = torch.ones(n, n, dtype=torch.bool, device=tokens.device)
+        if causal:
+            inner = torch.tril(inner)
+        return self._forward(model, tokens, rows, positions, inner.expand(len(rows), -1, -1), store, runs)
+
+    def forward_tentative(self, model, tokens: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor,
+                          inner: torch.Tensor, runs: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits of ``tokens`` (b, n) under the attention ``inner`` (b, n, n) among them (True = may
+        attend; every token sees its row's cache); their keys/values are written after the cache
+        and count only once :meth:`keep` says how many of them each row keeps."""
+        logits = self._forward(model, tokens, rows, positions, inner, False, runs)
+        self.tentative = (len(rows), self.length, tokens.shape[1])
+        return logits
+
+    def keep(self, n_keep: torch.Tensor) -> None:
+        """After :meth:`forward_tentative`: the first ``n_keep[i]`` tokens of cache row i count. Rows
+        keep different numbers of tokens, so the cache advances by the most any row kept and the
+        slots a row did not keep stay masked out for it (positions are the model's business: the
+        nano models place tokens by their text, never by their slot)."""
+        b, t, n = self.tentative
+        slots = torch.arange(n, device=n_keep.device)
+        self.key_mask[:b, t : t + n] = slots[None, :] < n_keep[:, None]
+        self.length += int(n_keep.max()) if b else 0
+
+    def _forward(self, model, tokens: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor, inner: torch.Tensor,
+                 store: bool, runs: torch.Tensor | None) -> torch.Tensor:
         n, t, want = tokens.shape[1], self.length, rows.tolist()
         b = len(want)
         self._ensure(n)
@@ -73,10 +101,7 @@ class BatchCache:
             self._to_front(want)
         # attend over the first b rows in place; keys/values of these tokens go to slots t..t+n
         bufs = [(k[:b], v[:b], t) for k, v in zip(self.k, self.v)]
-        inner = torch.ones(n, n, dtype=torch.bool, device=tokens.device)
-        if causal:
-            inner = torch.tril(inner)
-        allowed = torch.cat([self.key_mask[:b, None, :t].expand(-1, n, -1), inner.expand(b, -1, -1)], dim=2)
+        allowed = torch.cat([self.key_mask[:b, None, :t].expand(-1, n, -1), inner], dim=2)
         # additive mask, made once for all layers (a boolean one is converted inside every attention call)
         bias = torch.zeros(allowed.shape, dtype=self.k[0].dtype, device=tokens.device).masked_fill_(~allowed, float("-inf"))
         hidden, _ = model.run_layers(model.embed(tokens), positions, bias[:, None], bufs, runs)

@@ -271,16 +271,19 @@ def walk(
     known: torch.Tensor,
     tables: CharTables,
     chars_per_token: float,
+    skip: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Move a reading position (line, column) along a row of tokens.
 
     ``line0``/``col0`` (B,): where the row starts; ``ids``/``known`` (B, L). A known token moves the
     position by its text (a newline goes to column 0 of the next line); an unknown (masked) token
-    by ``chars_per_token`` columns. Returns (line_before, col_before, line_after, col_after), each
-    (B, L): where each token starts and where it ends.
+    by ``chars_per_token`` columns; a ``skip`` token (padding of a ragged row) not at all. Returns
+    (line_before, col_before, line_after, col_after), each (B, L): where each token starts and where it ends.
     """
     length = torch.where(known, tables.length[ids], torch.full_like(ids, 0, dtype=torch.float32) + chars_per_token)
     nl = torch.where(known, tables.newlines[ids], torch.zeros_like(length))
+    if skip is not None:
+        length, nl = length.masked_fill(skip, 0.0), nl.masked_fill(skip, 0)
     tail = tables.tail[ids]
     line_after = line0[:, None] + torch.cumsum(nl, dim=1)
     run = torch.cumsum(length, dim=1)  # columns moved so far, ignoring newlines

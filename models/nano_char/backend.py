@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from models.base import SpecLayout, SpecLogits
 from models.nano.backend import TokenizedBackend
 from models.nano.cache import BatchCache
 from models.nano.model import count_m
@@ -31,7 +32,8 @@ class NanoContext:
     first_logits: torch.Tensor  # (B, V) from the prefill (<bos> position)
     crops: list[LineCrop]
     ctc_paths: list[list[tuple[int, int]]]  # per row: (token id, line-image x) of the CTC greedy path
-    prompt_len: int  # cache slots of [visual ; <bos>]; answer position k lives at slot prompt_len + k
+    n_answer: torch.Tensor  # (B,) answer tokens stored per region: the next one sits at rotary position n_answer
+    tentative: torch.Tensor | None = None  # after a spec_forward: the rows it ran for
 
 
 class NanoCharBackend(TokenizedBackend):
@@ -90,12 +92,17 @@ class NanoCharBackend(TokenizedBackend):
                     path.append((tok, 4 * t + 2))
                 prev = tok
             paths.append(path)
-        return NanoContext(cache, logits, crops, paths, prompt_len=cache.length)
+        return NanoContext(cache, logits, crops, paths, torch.zeros(len(crops), dtype=torch.long, device=self.device))
+
+    def _positions(self, ctx: NanoContext, rows: torch.Tensor, n: int) -> torch.Tensor:
+        """(b, n) rotary positions of n tokens after each row's stored answer (answer token k sits at k)."""
+        return (ctx.n_answer[rows][:, None] + torch.arange(n, device=self.device)).float()
 
     def _forward(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor, store: bool, causal: bool):
-        start = ctx.cache.length - ctx.prompt_len  # answer position k sits at rotary position k
-        positions = torch.arange(start, start + tokens.shape[1], device=self.device, dtype=torch.float32)
-        return ctx.cache.forward(self.model, tokens, rows, positions, store, causal)
+        logits = ctx.cache.forward(self.model, tokens, rows, self._positions(ctx, rows, tokens.shape[1]), store, causal)
+        if store:
+            ctx.n_answer[rows] += tokens.shape[1]
+        return logits
 
     # diffusion
     def block_logits(self, ctx: NanoContext, block: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -110,6 +117,41 @@ class NanoCharBackend(TokenizedBackend):
 
     def next_logits(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         return self._forward(ctx, tokens[:, None], rows, store=True, causal=True)[:, 0]
+
+    # draft and verify
+    def spec_forward(self, ctx: NanoContext, rows: torch.Tensor, layout: SpecLayout) -> SpecLogits:
+        """One forward of [clean ; verify queries ; drafts] (models/base.py: SpecLayout). Answer token k
+        sits at rotary position k whether masked or known, so the query after ``clean[:j]`` is a MASK
+        at clean token j's position (the diffusion twin) or the clean token before it (the AR twin)."""
+        clean, n = layout.clean, layout.clean.shape[1]
+        b = clean.shape[0]
+        diffusion = self.kind == "diffusion"
+        if not diffusion and (layout.n_drafts or layout.queries_from < 1):
+            raise ValueError("an AR model verifies after clean tokens only; it cannot draft")
+        base = ctx.n_answer[rows][:, None]
+        parts, pos = [clean], [base + torch.arange(n, device=self.device)]
+        if diffusion:
+            j = layout.query_prefix()
+            parts.append(torch.full((b, len(j)), self.mask_id, dtype=torch.long, device=self.device))
+            pos.append(base + j)
+        w = layout.n_drafts
+        if w:
+            steps = torch.arange(w, device=self.device)
+            if layout.branched:  # after each query (the block's first mask), answer positions j + 1 ..
+                pos.append(base + (layout.query_prefix()[:, None] + 1 + steps[None, :]).reshape(1, -1))
+            else:  # after each row's clean tokens
+                pos.append(base + layout.n_clean[:, None] + steps)
+            parts.append(torch.full((b, layout.n_draft_tokens), self.mask_id, dtype=torch.long, device=self.device))
+        ctx.tentative = rows
+        logits = ctx.cache.forward_tentative(self.model, torch.cat(parts, 1), rows, torch.cat(pos, 1).float(),
+                                             layout.attention(with_queries=diffusion))
+        verify = logits[:, n : n + layout.n_queries] if diffusion else logits[:, layout.queries_from - 1 : n]
+        return SpecLogits(verify, logits[:, logits.shape[1] - layout.n_draft_tokens :])
+
+    def keep(self, ctx: NanoContext, rows: torch.Tensor, n_keep: torch.Tensor) -> None:
+        ctx.cache.keep(n_keep)
+        ctx.n_answer[ctx.tentative] += n_keep
+        ctx.tentative = None
 
     # ---- boxes without ground truth ----------------------------------------------------------
 

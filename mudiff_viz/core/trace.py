@@ -31,20 +31,37 @@ import re
 import types
 import typing
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits, current
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 TOPK = 5
+
+# What a draft-and-verify forward did at a position (StepRecord.verdicts): proposed a draft there for a
+# later forward to verify; or verified the draft there: kept it, rejected it (the verifier's own token,
+# the record's candidate, is committed instead), or discarded it unverified (it came after a rejected
+# draft); or committed the verifier's own token where there was no draft (the bonus token).
+DRAFTED, ACCEPTED, REJECTED, DISCARDED, BONUS = range(5)
+VERDICTS = ("drafted", "accepted", "rejected", "discarded", "bonus")
+COMMITTING = (ACCEPTED, REJECTED, BONUS)  # verdicts that commit a token
 
 
 def rnd(x: float) -> float:
     """Round a probability or time to 4 significant digits (compact JSON, float16-like precision)."""
     return float(f"{x:.4g}")
+
+
+def when_set(default: Any = None) -> Any:
+    """A field written to JSON only when it is not None (absent from the object otherwise)."""
+    return field(default=default, metadata={"when_set": True})
+
+
+def written_when_set(f: dataclasses.Field) -> bool:
+    return bool(f.metadata.get("when_set"))
 
 
 @dataclass
@@ -116,15 +133,10 @@ class StepRecord:
     committed: list[int]  # 1 where the position was committed at this step, aligned with positions
     topk: list[list[list[float]]]  # per position: [[id, p], ...] best first
     forced: int = 0  # positions force-committed at the step limit (MASK sampled)
-
-
-def when_set(default: Any = None) -> Any:
-    """A field written to JSON only when it is not None (absent from the object otherwise)."""
-    return field(default=default, metadata={"when_set": True})
-
-
-def written_when_set(f: dataclasses.Field) -> bool:
-    return bool(f.metadata.get("when_set"))
+    # draft and verify (decoding/speculative.py); a position may appear twice: verified, then drafted again
+    verdicts: list[int] | None = when_set()  # per position: DRAFTED, ACCEPTED, REJECTED, DISCARDED or BONUS
+    drafts: list[int] | None = when_set()  # per position: the draft token this forward verified there (-1: none)
+    role: str | None = when_set()  # "verifier": the trace's verifier model ran this forward (else its model)
 
 
 @dataclass
@@ -147,6 +159,10 @@ class Metrics(Mapping):
     decode_s: float  # wall_s - prefill_s
     time_to_first_token_s: float  # the first commit's time
     regions_decoded: int | None = when_set()  # per-region decodes merged into this trace (decoding/sequential.py)
+    draft_forwards: int | None = when_set()  # draft and verify: forwards (per sequence) that drafted ...
+    verify_forwards: int | None = when_set()  # ... and that verified (a self-speculative forward does both; nfe counts it once)
+    drafted: int | None = when_set()  # drafts verified (discarded ones included)
+    accepted: int | None = when_set()  # drafts kept
     cer: float | None = when_set()  # against gt_text, when the page has a ground truth
     truncated: str | None = when_set()  # why the decode stopped early (a time limit)
 
@@ -185,6 +201,7 @@ class Trace:
     steps: list[StepRecord]  # one per (region, denoising forward); empty when recorded without steps
     gt_text: str | None = None  # the page's ground truth when every region has one
     vocab: dict[str, str] = field(default_factory=dict)  # id -> display text for ids in tokens and top-k
+    verifier: ModelRecord | None = when_set()  # the speculative decoder's AR verifier (``model`` drafted)
     schema_version: int = SCHEMA_VERSION
 
     # ---- derived views -------------------------------------------------------------------------
@@ -197,6 +214,11 @@ class Trace:
     def is_autoregressive(self) -> bool:
         """One token per forward, no blocks (the AR decoder)."""
         return self.decoder == "ar"
+
+    @property
+    def is_speculative(self) -> bool:
+        """Drafts verified (the draft-and-verify decoders): steps carry verdicts."""
+        return self.metrics.verify_forwards is not None
 
     @property
     def block_length(self) -> int | None:
@@ -228,8 +250,7 @@ class Trace:
     # ---- JSON --------------------------------------------------------------------------------
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["metrics"] = self.metrics.to_dict()
+        d = _as_json(self)
         return {"schema_version": d.pop("schema_version"), **d}
 
     def to_json(self) -> str:
@@ -243,9 +264,11 @@ class Trace:
 
     @staticmethod
     def from_dict(d: Any) -> "Trace":
-        """Validate (upgrading version 1) and build."""
+        """Validate (upgrading versions 1 and 2) and build."""
         if isinstance(d, dict) and d.get("schema_version") == 1:
             d = upgrade_v1(d)
+        if isinstance(d, dict) and d.get("schema_version") == 2:
+            d = {**d, "schema_version": SCHEMA_VERSION}  # version 3 only added optional fields
         validate(d)
         return _build(Trace, d)
 
@@ -305,6 +328,21 @@ def check_depth(data: str | bytes, max_depth: int) -> None:
                 raise UserInputError(f"trace is nested deeper than {max_depth} levels")
         elif ch in "]}":
             depth -= 1
+
+
+def _as_json(obj: Any) -> Any:
+    """A record as plain JSON data (``dataclasses.asdict``, but :func:`when_set` fields that are not
+    set are left out rather than written as null)."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _as_json(v) for f in dataclasses.fields(obj)
+                if not ((v := getattr(obj, f.name)) is None and written_when_set(f))}
+    if isinstance(obj, list):
+        if obj and isinstance(obj[0], (int, float, str)):  # a flat list of numbers or strings: as it is
+            return list(obj)
+        return [_as_json(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _as_json(v) for k, v in obj.items()}
+    return obj
 
 
 # ---- building records from JSON ---------------------------------------------------------------------
@@ -434,7 +472,7 @@ def validate(d: Any) -> None:
     if "schema_version" not in d:
         _fail("schema_version", "is missing")
     if d["schema_version"] != SCHEMA_VERSION:
-        _fail("schema_version", f"is {d['schema_version']!r}; this version reads 1 and {SCHEMA_VERSION}")
+        _fail("schema_version", f"is {d['schema_version']!r}; this version reads 1 to {SCHEMA_VERSION}")
     _check_record(d, Trace, "")
     page = d["page"]
     for key in ("width", "height"):
@@ -464,6 +502,14 @@ def validate(d: Any) -> None:
         for key in ("candidates", "confidences", "committed", "topk"):
             if len(s[key]) != n:
                 _fail(f"{sp}.{key}", f"has {len(s[key])} entries but positions has {n}")
+        for key in ("verdicts", "drafts"):
+            if s.get(key) is not None and len(s[key]) != n:
+                _fail(f"{sp}.{key}", f"has {len(s[key])} entries but positions has {n}")
+        for i, v in enumerate(s.get("verdicts") or ()):
+            if v not in range(len(VERDICTS)):
+                _fail(f"{sp}.verdicts[{i}]", f"is {v}: must be one of 0..{len(VERDICTS) - 1} ({', '.join(VERDICTS)})")
+            if bool(s["committed"][i]) != (v in COMMITTING):
+                _fail(f"{sp}.committed[{i}]", f"is {s['committed'][i]} but the verdict is {VERDICTS[v]}")
         for i in range(n):
             if s["committed"][i] not in (0, 1):
                 _fail(f"{sp}.committed[{i}]", "must be 0 or 1")

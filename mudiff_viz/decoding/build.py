@@ -13,13 +13,18 @@ from mudiff_viz.core.metrics import cer
 from mudiff_viz.core.trace import Metrics, ModelRecord, Occlusion, PageRecord, RegionRecord, TokenRecord, Trace, rnd
 
 
+SPECULATION = ("draft_forwards", "verify_forwards", "drafted", "accepted")  # Metrics' draft-and-verify counts
+
+
 def run_metrics(
     regions: list[RegionRecord], seq_forwards: int, commit_passes: int, batched_forwards: int, wall_s: float,
     prefill_s: float, text: str, gt_text: str | None, truncated: str | None = None, regions_decoded: int | None = None,
+    speculation: dict[str, int] | None = None,
 ) -> Metrics:
     """Counts and times of a decode (docs/trace.md#conventions): ``nfe`` counts forwards per
-    sequence (denoising forwards plus block-commit passes), so batching does not inflate
-    ``tokens_per_forward``; ``batched_forwards`` counts the model calls."""
+    sequence (denoising forwards plus block-commit passes; a draft-and-verify decode's every forward
+    of every model), so batching does not inflate ``tokens_per_forward``; ``batched_forwards``
+    counts the model calls. ``speculation``: the draft-and-verify counts (:data:`SPECULATION`)."""
     n_tokens = sum(len(r.tokens) for r in regions)
     nfe = seq_forwards + commit_passes
     return Metrics(
@@ -36,6 +41,7 @@ def run_metrics(
         regions_decoded=regions_decoded,
         cer=None if gt_text is None else rnd(cer(text, gt_text)),
         truncated=truncated or None,
+        **(speculation or {}),
     )
 
 
@@ -77,11 +83,11 @@ def build_trace(run, ctx) -> Trace:
     records: list[RegionRecord] = []
     vocab: dict[str, str] = {}
     for ri, (region, full) in enumerate(zip(run.regions, run.states)):
-        state = full.cut_at_stop(backend.stop_ids)
+        state = full.cut_at_stop(run.stop_set)
         texts = backend.token_texts(state.ids)
         tokens = []
         for text, tok_id, forward, conf in zip(texts, state.ids, state.commit_forward, state.confidence):
-            stop = tok_id in backend.stop_ids
+            stop = tok_id in run.stop_set
             tokens.append(TokenRecord(
                 text="" if stop else text, id=int(tok_id), commit_forward=int(forward),
                 commit_time_s=rnd(clock.time_of(forward)), confidence=rnd(min(1.0, max(0.0, conf))), stop=stop,
@@ -104,8 +110,9 @@ def build_trace(run, ctx) -> Trace:
             vocab.setdefault(str(t.id), backend.token_text(t.id))
     text, gt_text = joined_text(records)
     metrics = run_metrics(records, run.seq_forwards, run.commit_passes, run.batched_forwards, wall, clock.prefill_s,
-                          text, gt_text, run.truncated)
+                          text, gt_text, run.truncated, speculation=run.speculation)
     return Trace(
         decoder=run.decoder, model=model_record(backend), params=run.trace_params(), page=page_record(run.page, run.regions),
         text=text, metrics=metrics, regions=records, steps=run.steps, gt_text=gt_text, vocab=vocab,
+        verifier=model_record(run.verifier) if run.verifier is not None else None,
     )

@@ -34,6 +34,7 @@ def decode_diffusion(backend: BlockDenoiser, page, regions, params: DecodeParams
     run.prefill_done()
     run.extra_params["prefill_block"] = params.block_length if backend.prefill_follows_block_length else None
     run.extra_params["loop"] = "fused" if params.fused else "eager"
+    run.frames_per_step = not params.fused
     policy = BlockScheduler(params, backend.mask_id, run.generator)
     n_blocks = max(1, math.ceil(params.max_new_tokens / params.block_length))
     for b in range(n_blocks):

@@ -40,6 +40,33 @@ class StepEvent:
     block: int
 
 
+@dataclass
+class SpecEvent:
+    """One draft-and-verify forward of ``rows`` at clock index ``forward``: per row, entries at explicit
+    positions (a position may hold a verify entry and a draft entry), each with its verdict
+    (core/trace.py: DRAFTED, ACCEPTED, ...), the draft it verified (-1: none) and the top-k of the
+    model that produced it. ``valid`` marks the entries that exist. ``role``: "verifier" when the
+    decode's verifier model ran the forward."""
+
+    rows: torch.Tensor  # (b,)
+    positions: torch.Tensor  # (b, C) absolute positions in each region's output
+    valid: torch.Tensor  # (b, C) bool
+    candidates: torch.Tensor  # (b, C) the token at each entry (committed, drafted, or the verifier's own pick)
+    confidences: torch.Tensor  # (b, C) its probability under the model that produced the entry
+    committed: torch.Tensor  # (b, C) bool
+    verdicts: torch.Tensor  # (b, C)
+    drafts: torch.Tensor  # (b, C)
+    top_p: torch.Tensor  # (b, C, k)
+    top_i: torch.Tensor  # (b, C, k)
+    forward: int
+    block: int
+    role: str | None = None
+
+    @property
+    def width(self) -> int:
+        return self.positions.shape[1]
+
+
 class DecodeObserver:
     """Does nothing; subclasses override what they watch."""
 
@@ -62,16 +89,23 @@ class StepRecorder(DecodeObserver):
 
     def __init__(self) -> None:
         self.pending: list[StepEvent] = []
+        self.spec_pending: list[SpecEvent] = []
         self.steps: list[StepRecord] = []
 
-    def on_step(self, run: "DecodeRun", step: StepEvent) -> None:
-        self.pending.append(step)
+    def on_step(self, run: "DecodeRun", step: StepEvent | SpecEvent) -> None:
+        if isinstance(step, SpecEvent):
+            if self.spec_pending and self.spec_pending[0].width != step.width:
+                self.flush(run.clock.time_of)  # one batch of records per width
+            self.spec_pending.append(step)
+        else:
+            self.pending.append(step)
 
     def on_block(self, run: "DecodeRun", done: int, total: int) -> None:
         self.flush(run.clock.time_of)
 
     def flush(self, time_of: Callable[[int], float]) -> None:
         """Move the pending records to the host in one transfer per field and expand them."""
+        self._flush_spec(time_of)
         if not self.pending:
             return
         cat = lambda get: torch.cat([get(p) for p in self.pending]).cpu().numpy()  # noqa: E731
@@ -99,6 +133,30 @@ class StepRecorder(DecodeObserver):
                 )
             )
         self.pending.clear()
+
+
+    def _flush_spec(self, time_of: Callable[[int], float]) -> None:
+        if not self.spec_pending:
+            return
+        events = self.spec_pending
+        cat = lambda get: torch.cat([get(e) for e in events]).cpu().numpy()  # noqa: E731
+        rows, valid, pos = cat(lambda e: e.rows), cat(lambda e: e.valid), cat(lambda e: e.positions)
+        cand, conf, committed = cat(lambda e: e.candidates), cat(lambda e: e.confidences), cat(lambda e: e.committed)
+        verdicts, drafts = cat(lambda e: e.verdicts), cat(lambda e: e.drafts)
+        top_p, top_i = cat(lambda e: e.top_p), cat(lambda e: e.top_i)
+        meta = [(e.forward, e.block, e.role) for e in events for _ in range(e.rows.numel())]
+        for i, (forward, block, role) in enumerate(meta):
+            cols = np.flatnonzero(valid[i])
+            if cols.size == 0:
+                continue
+            self.steps.append(StepRecord(
+                forward=forward, region=int(rows[i]), block=block, time_s=rnd(time_of(forward)),
+                positions=pos[i, cols].tolist(), candidates=cand[i, cols].tolist(),
+                confidences=[rnd(c) for c in conf[i, cols].tolist()], committed=committed[i, cols].astype(int).tolist(),
+                topk=[_alternatives(ti, tp) for ti, tp in zip(top_i[i, cols].tolist(), top_p[i, cols].tolist())],
+                verdicts=verdicts[i, cols].tolist(), drafts=drafts[i, cols].tolist(), role=role,
+            ))
+        self.spec_pending = []
 
 
 def _alternatives(ids: list[int], probs: list[float]) -> list[list[float]]:
@@ -140,7 +198,7 @@ class Streaming(DecodeObserver):
         self.snapshot = snapshot
 
     def on_step(self, run: "DecodeRun", step: StepEvent) -> None:
-        if run.decoder == "diffusion" and not run.params.fused:
+        if run.frames_per_step:
             self.snapshot(run.snapshot)
 
     def on_block(self, run: "DecodeRun", done: int, total: int) -> None:

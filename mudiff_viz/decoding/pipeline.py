@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 from models.registry import load_backend
-from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.errors import ModelLoadError, UserInputError
 from mudiff_viz.core.limits import Limits, current
 from mudiff_viz.core.trace import Trace
-from mudiff_viz.decoding.decoders import get_decoder
+from mudiff_viz.decoding.decoders import Decoder, get_decoder
 from mudiff_viz.decoding.observers import ProgressFn, Snapshot
 from mudiff_viz.decoding.sequential import decode_sequential
 from mudiff_viz.decoding.settings import DecodeParams
@@ -55,10 +56,17 @@ def decode_page(
         raise UserInputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     backend = backend or load_backend(model, dec.backend_kind)
     params = params or make_params()
-    if backend.max_answer and params.max_new_tokens > backend.max_answer:
-        params = replace(params, max_new_tokens=backend.max_answer)
+    run = dec.run
+    if dec.roles:
+        others = role_backends(dec, model, backend, params)
+        run = functools.partial(dec.run, **others)
+        backend_limits = [b.max_answer for b in (backend, *others.values()) if b.max_answer]
+    else:
+        backend_limits = [backend.max_answer] if backend.max_answer else []
+    if backend_limits and params.max_new_tokens > min(backend_limits):
+        params = replace(params, max_new_tokens=min(backend_limits))
     if mode == "layout":
-        return decode_two_stage(backend, page, dec.run, params, progress, layout_prompt=layout_prompt, snapshot=snapshot)
+        return decode_two_stage(backend, page, run, params, progress, layout_prompt=layout_prompt, snapshot=snapshot)
     regions = backend.regions(page)
     if not regions:
         raise UserInputError("no text found on the page")
@@ -66,5 +74,22 @@ def decode_page(
     if batch and not backend.batches_regions:
         raise UserInputError(f"{backend.name} decodes one region at a time")
     if not batch and len(regions) > 1:
-        return decode_sequential(backend, page, regions, dec.run, params, progress, snapshot=snapshot)
-    return dec.run(backend, page, regions, params, progress, snapshot=snapshot)
+        return decode_sequential(backend, page, regions, run, params, progress, snapshot=snapshot)
+    return run(backend, page, regions, params, progress, snapshot=snapshot)
+
+
+def role_backends(dec: Decoder, model: str, backend, params: DecodeParams) -> dict:
+    """The backends of a decoder's further roles (the speculative decoder's verifier): the
+    ``verifier`` knob's model, else the main model's own twin of that kind. Their tokenizers must
+    agree with the main backend's: drafts are token ids."""
+    out = {}
+    for role, kind in dec.roles.items():
+        spec = getattr(params, role, "") or model
+        try:
+            other = load_backend(spec, kind)
+        except ModelLoadError as exc:
+            raise UserInputError(f"the {dec.name} decoder needs an {kind.upper()} {role} ({exc}); pass one with --{role}") from None
+        if other.vocabulary() != backend.vocabulary():
+            raise UserInputError(f"{backend.name} and the {role} {other.name} have different tokenizers: drafts cannot be verified")
+        out[role] = other
+    return out

@@ -16,7 +16,7 @@ import torch
 
 from mudiff_viz.core.trace import StepRecord, Trace
 from mudiff_viz.core.types import Region
-from mudiff_viz.decoding.build import build_trace
+from mudiff_viz.decoding.build import SPECULATION, build_trace
 from mudiff_viz.decoding.observers import (DecodeObserver, Progress, ProgressFn, Snapshot, StepEvent, StepRecorder,
                                            Streaming)
 from mudiff_viz.decoding.settings import DecodeParams
@@ -71,9 +71,10 @@ class DecodeRun:
     """The shared state of one decode of ``regions`` of ``page``."""
 
     def __init__(self, decoder: str, backend, page, regions: list[Region], params: DecodeParams,
-                 observers: list[DecodeObserver] = ()) -> None:
+                 observers: list[DecodeObserver] = (), verifier=None) -> None:
         self.decoder = decoder
         self.backend = backend
+        self.verifier = verifier  # the AR model that verifies another's drafts (the speculative decoder)
         self.page = page
         self.regions = regions
         self.params = params
@@ -89,8 +90,11 @@ class DecodeRun:
         self.extra_params: dict = {}  # what the loop adds to the trace's params (e.g. the prefill block)
         self.ctx = None  # the backend's context, once encoded
         self.generator = torch.Generator(device=backend.device).manual_seed(params.seed)
-        self.stop_ids = torch.tensor(sorted(backend.stop_ids), device=backend.device, dtype=torch.long)
+        self.stop_set = (verifier or backend).stop_ids  # whose decode the tokens are: the verifier's, if any
+        self.stop_ids = torch.tensor(sorted(self.stop_set), device=backend.device, dtype=torch.long)
         self.stopping = stopping_for(params, self.stop_ids)
+        self.speculation: dict[str, int] | None = None  # draft and verify: forwards and drafts counted
+        self.frames_per_step = False  # the loop syncs with the host after every step anyway: stream each one
 
     @property
     def steps(self) -> list[StepRecord]:
@@ -127,6 +131,14 @@ class DecodeRun:
         self.batched_forwards += batched_forwards
         self.clock.times.extend(times)
         self.forward += len(times)
+
+    def count_speculation(self, draft_forwards: int = 0, verify_forwards: int = 0, drafted: int = 0,
+                          accepted: int = 0) -> None:
+        """Draft and verify: forwards (per sequence) that drafted and that verified, drafts verified and kept."""
+        counts = self.speculation or dict.fromkeys(SPECULATION, 0)
+        for key, n in zip(SPECULATION, (draft_forwards, verify_forwards, drafted, accepted)):
+            counts[key] += n
+        self.speculation = counts
 
     def commit_pass(self, n_rows: int) -> None:
         self.commit_passes += n_rows

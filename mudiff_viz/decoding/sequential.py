@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from mudiff_viz.core.trace import RegionRecord, StepRecord, Trace, rnd
-from mudiff_viz.decoding.build import joined_text, run_metrics
+from mudiff_viz.decoding.build import SPECULATION, joined_text, run_metrics
 from mudiff_viz.decoding.observers import ProgressFn, Snapshot
 
 Decode = Callable  # a registered decoder's run: (backend, page, regions, params, progress, snapshot=) -> Trace
@@ -78,6 +78,7 @@ def merge_traces(
     steps: list[StepRecord] = []
     vocab: dict[str, str] = {}
     sums = dict.fromkeys(SUMMED, 0.0)
+    speculation: dict[str, int] = {}
     clock_off, time_off = 0, 0.0
     occluded = list(first.page.occluded)  # each part located the words of its own region (index 0)
     reasons = [truncated] if truncated else []
@@ -100,6 +101,9 @@ def merge_traces(
         vocab.update(part.vocab)
         for key in SUMMED:
             sums[key] += part.metrics.get(key, 0)
+        if part.is_speculative:
+            for key in SPECULATION:
+                speculation[key] = speculation.get(key, 0) + part.metrics[key]
         if part.metrics.get("truncated"):
             reasons.append(part.metrics["truncated"])
         clock_off += part.clock_length
@@ -108,11 +112,11 @@ def merge_traces(
     metrics = run_metrics(
         regions, int(sums["nfe"] - sums["commit_passes"]), int(sums["commit_passes"]), int(sums["batched_forwards"]),
         sums["wall_s"], sums["prefill_s"], text, gt_text, "; ".join(dict.fromkeys(reasons)) or None,
-        regions_decoded=len(traces),
+        regions_decoded=len(traces), speculation=speculation or None,
     )
     params = {**first.params, "n_regions": len(regions), **(extra_params or {})}
     return Trace(
         decoder=first.decoder, model=first.model, params=params, page=replace(first.page, occluded=occluded), text=text,
         metrics=metrics,
-        regions=regions, steps=steps, gt_text=gt_text, vocab=vocab,
+        regions=regions, steps=steps, gt_text=gt_text, vocab=vocab, verifier=first.verifier,
     )

@@ -16,6 +16,9 @@ from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.decoding.strategies import strategy_names
 
 DIFFUSION, AR = "diffusion", "ar"
+SELF_SPEC, SPEC = "self-speculative", "speculative"  # the draft-and-verify decoders (decoding/speculative.py)
+SPECULATIVE = (SELF_SPEC, SPEC)
+ACCEPTANCE = ("exact", "confidence")  # how a draft is accepted (decoding/acceptance.py)
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,7 @@ class Knob:
     lo: float | None = None
     hi: float | None = None
     choices: Callable[[], tuple[str, ...]] | None = None
-    decoders: tuple[str, ...] = (DIFFUSION, AR)  # which decoders read it (the trace records only those)
+    decoders: tuple[str, ...] = (DIFFUSION, AR, *SPECULATIVE)  # which decoders read it (the trace records only those)
     step: float | None = None  # the app's slider step
     ui_hi: float | None = None  # the app's slider end, when the full range would make the slider useless
     advanced: bool = False  # shown folded away in the app
@@ -62,6 +65,15 @@ KNOBS: list[Knob] = [
          step=0.01, advanced=True),
     Knob("seed", 0, int, "Seed", "seed of the sampler (temperature > 0, random strategy)", 0, 2**31 - 1, step=1),
     Knob("max_new_tokens", 1024, int, "Max tokens", "tokens per region at most", 1, 1_000_000, step=1, ui_hi=4096),
+    Knob("draft_length", 8, int, "Draft length", "positions drafted past the frontier, verified in the next forward",
+         1, 64, decoders=SPECULATIVE, step=1, ui_hi=32),
+    Knob("acceptance", "exact", str, "Acceptance", "exact: keep a draft only where the verifier agrees (lossless); "
+         "confidence: also keep a draft whose own confidence is at least the acceptance threshold (lossy)",
+         choices=lambda: ACCEPTANCE, decoders=SPECULATIVE),
+    Knob("accept_threshold", 0.9, float, "Acceptance threshold", "the lossy rule keeps drafts at least this confident",
+         0.0, 1.0, decoders=SPECULATIVE, step=0.01, advanced=True),
+    Knob("verifier", "", str, "Verifier", "the AR model that verifies (empty: the model's own AR twin)",
+         decoders=(SPEC,), advanced=True),
 ]
 KNOB = {k.name: k for k in KNOBS}
 

@@ -126,9 +126,11 @@ def with_knobs(handler, lead: int, names: Sequence[str]):
 
 
 def knob_control(knob: Knob, hi: float | None = None, label: str | None = None, **kwargs) -> gr.components.Component:
-    """One control for a decode knob: a dropdown for names, a slider for ranges, a number for seeds
-    (and for ranges too wide for a slider)."""
+    """One control for a decode knob: a dropdown for names (a text box when any name goes), a slider
+    for ranges, a number for seeds (and for ranges too wide for a slider)."""
     label = label or UI_LABELS.get(knob.name, knob.label)
+    if knob.kind is str and knob.choices is None:  # a free name (the verifier's model spec)
+        return gr.Textbox(value=knob.default, label=label, info=knob.help, max_lines=1, **kwargs)
     if knob.kind is str:
         return gr.Dropdown(list(knob.choices()), value=knob.default, label=label, info=knob.help, **kwargs)
     top = hi if hi is not None else (knob.ui_hi if knob.ui_hi is not None else knob.hi)
