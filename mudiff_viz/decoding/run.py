@@ -113,9 +113,11 @@ class DecodeRun:
     def generated(self) -> int:
         return max((s.n_generated for s in self.states), default=0)
 
-    def halt(self) -> bool:
-        """Ask the stopping criteria before the next unit of work: True ends the decode."""
-        stop = self.stopping.halt(self.generated(), self.clock.now())
+    def halt(self, generated: int | None = None) -> bool:
+        """Ask the stopping criteria before the next unit of work: True ends the decode. ``generated``:
+        the tokens the decode has made so far (default: the most any region has; a decode whose rows
+        move at different speeds passes the least an unfinished row has)."""
+        stop = self.stopping.halt(self.generated() if generated is None else generated, self.clock.now())
         if stop and stop.truncated:
             self.truncated = stop.reason
         return stop is not None

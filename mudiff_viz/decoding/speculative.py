@@ -150,7 +150,10 @@ class Cycle:
         self.run.block_done(done, self.run.params.max_new_tokens)
 
     def over(self) -> bool:
-        return self.rows.numel() == 0 or self.run.halt()
+        """No row left, or a halt criterion fires (rows stop at their own token limit in ``settle``)."""
+        if self.rows.numel() == 0:
+            return True
+        return self.run.halt(min(self.run.states[r].n_generated for r in self.rows.tolist()))
 
 
 def branch_of(draft_logits: torch.Tensor, n_accepted: torch.Tensor, n_queries: int) -> torch.Tensor:
