@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from models.base import SpecLayout, SpecLogits
 from models.mineru25.graphs import StaticStep
 from models.mineru_common.backend import MinerUBackend
 from models.mineru_common.checkpoint import read_json, weight_files
@@ -26,7 +27,7 @@ from models.mineru_common.device import dtype_for, graphs_wanted
 from models.mineru_common.imaging import ImagePreprocessor
 from models.mineru_common.tasks import TEXT_PROMPT
 from models.mineru_common.text import ChatText
-from mudiff_viz.core.errors import ModelLoadError
+from mudiff_viz.core.errors import ModelLoadError, UserInputError
 from mudiff_viz.core.limits import current
 from mudiff_viz.core.types import Region
 
@@ -41,6 +42,7 @@ class ARContext:
     rope_delta: torch.Tensor  # (1, 1): M-RoPE offset of text positions after the image
     first_logits: torch.Tensor  # (1, V)
     step: StaticStep | None = None  # the static-cache step (a CUDA graph on CUDA)
+    tentative: int = 0  # tokens the last spec_forward put in the cache (keep crops the rejected ones)
 
 
 class MinerU25Backend(MinerUBackend):
@@ -129,6 +131,30 @@ class MinerU25Backend(MinerUBackend):
         out = self.model(input_ids=tokens[:, None], position_ids=pos, cache=ctx.cache, use_cache=True)
         ctx.cache = out.cache
         return out.logits[:, -1].float()
+
+
+    # verifying drafts (the speculative decoder): one causal forward of [last token ; drafts]
+    @torch.inference_mode()
+    def spec_forward(self, ctx: ARContext, rows: torch.Tensor, layout: SpecLayout) -> SpecLogits:
+        """Logits after each clean prefix (models/base.py SpecLayout, AR side: the logits at each
+        clean token); the tokens enter the cache, and :meth:`keep` crops it to the accepted prefix."""
+        clean = layout.clean
+        if clean.shape[0] != 1 or layout.n_drafts or layout.queries_from < 1:
+            raise ValueError("MinerU2.5 verifies one region's drafts after clean tokens; it cannot draft")
+        if ctx.step is not None:
+            raise UserInputError("MinerU2.5 verifies drafts on its eager path: set MUDIFF_CUDA_GRAPHS=0")
+        n = clean.shape[1]
+        pos = (ctx.rope_delta + ctx.length + torch.arange(n, device=self.device)).view(1, 1, n).expand(3, 1, n)
+        out = self.model(input_ids=clean, position_ids=pos, cache=ctx.cache, use_cache=True)
+        ctx.cache, ctx.tentative = out.cache, n
+        return SpecLogits(out.logits[:, layout.queries_from - 1 :].float(), out.logits[:, :0].float())
+
+    def keep(self, ctx: ARContext, rows: torch.Tensor, n_keep: torch.Tensor) -> None:
+        drop = ctx.tentative - int(n_keep[0])
+        ctx.length += int(n_keep[0])
+        if drop:
+            ctx.cache.crop(-drop)  # transformers 5: a negative count removes that many from the end
+        ctx.tentative = 0
 
 
 def _tied(config: dict) -> bool:

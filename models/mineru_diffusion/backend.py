@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from models.base import SpecLayout, SpecLogits, StepPolicy
 from models.mineru_common.backend import MinerUBackend
 from models.mineru_common.checkpoint import check_keys, load_state_dict, read_json
 from models.mineru_common.device import dtype_for, graphs_wanted
@@ -129,6 +130,19 @@ class MinerUDiffusionBackend(MinerUBackend):
         if self.graphs is not None:
             return self.graphs.step(ctx.cache, block, policy, step_index)
         return policy(self.block_logits(ctx, block, rows), block == self.mask_id, step_index)
+
+    # draft and verify (one row; always the eager path)
+    @torch.inference_mode()
+    def spec_forward(self, ctx: DiffusionContext, rows: torch.Tensor, layout: SpecLayout) -> SpecLogits:
+        """One forward of [clean ; verify queries ; drafts] (models/base.py: SpecLayout) at plain
+        positions: clean token j at the cache's end + j, the query after ``clean[:j]`` at the position
+        it predicts (what a block of one MASK there sees in the block-length-1 decode), drafts after."""
+        _one_row(layout.clean)
+        logits = self.model.spec_forward(ctx.cache, layout, self.mask_id)
+        return SpecLogits(logits[:, : layout.n_queries].float(), logits[:, layout.n_queries :].float())
+
+    def keep(self, ctx: DiffusionContext, rows: torch.Tensor, n_keep: torch.Tensor) -> None:
+        ctx.cache.advance(int(n_keep[0]))
 
     def _forward(self, ctx: DiffusionContext, block: torch.Tensor, store: bool) -> torch.Tensor | None:
         """The block forward: through the CUDA graphs when there are any, else the eager path."""

@@ -483,6 +483,26 @@ class MinerUDiffusion(nn.Module):
         hidden = self.decoder(self.embed(block_ids), positions, cache, None, store)
         return None if store else self.logits(hidden)
 
+    def spec_forward(self, cache: KVCache, layout, mask_id: int) -> torch.Tensor:
+        """Logits (1, n_queries + n_draft_tokens, V) of a draft-and-verify forward (models/base.py
+        SpecLayout, one row). The clean tokens' keys/values are written after the cache's committed
+        part and stay there only when the caller advances the cache past them (the accepted prefix)."""
+        clean = layout.clean
+        n, dev = clean.shape[1], clean.device
+        t0 = cache.length
+        j = layout.query_prefix()
+        pos = [t0 + torch.arange(n, device=dev), t0 + j]
+        if layout.branched:  # after each query, continuing from it
+            pos.append((t0 + j[:, None] + 1 + torch.arange(layout.n_drafts, device=dev)[None, :]).reshape(-1))
+        elif layout.n_drafts:
+            pos.append(t0 + int(layout.n_clean[0]) + torch.arange(layout.n_drafts, device=dev))
+        masks = torch.full((1, layout.width() - n), mask_id, dtype=torch.long, device=dev)
+        ids = torch.cat([clean, masks], 1)
+        inner = layout.attention()[0]
+        mask = torch.cat([torch.ones(inner.shape[0], t0, dtype=torch.bool, device=dev), inner], 1)
+        hidden = self.decoder(self.embed(ids), torch.cat(pos), cache, mask, store=False)
+        return self.logits(hidden[:, n:])
+
     def static_block_forward(self, cache: KVCache, block_ids: torch.Tensor, start: torch.Tensor, logits: bool):
         """``block_forward`` at fixed shapes: ``start`` (a 0-d device tensor) is the cache length.
 
