@@ -15,8 +15,9 @@ asks ``isinstance`` (the protocols are runtime-checkable), never a capability fl
   attention layout a :class:`SpecLayout` describes: clean tokens stored tentatively, verify queries,
   draft masks) and ``keep`` (only an accepted prefix of the clean tokens stays in the cache).
 
-A backend decodes a batch of *regions* of one page (text blocks for the nano models, the page or
-layout blocks for the real model). ``encode`` runs the vision encoder and the prompt prefill for
+A backend decodes a batch of *regions* of one page (text blocks or lines for the nano models, found
+by ``mudiff_viz.inputs`` in the unit the backend names in ``region_unit``; the page or layout blocks
+for the real model). ``encode`` runs the vision encoder and the prompt prefill for
 all of them and returns an opaque context that holds the KV cache. Rows of the batch are
 addressed by ``rows`` (indices into the regions), so finished regions drop out of later forwards.
 New model types are registered with :func:`models.registry.register_backend`.
@@ -31,7 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from mudiff_viz.core.types import Box, Region
+from mudiff_viz.core.types import Box, Region, RegionUnit
 
 
 class Backend:
@@ -49,9 +50,12 @@ class Backend:
     max_answer: int | None = None  # tokens per region it is built for (None: only the decode limits)
     batches_regions: bool = False  # True: all regions of a page decode as one batch; else one at a time
     prefill_follows_block_length: bool = False  # the prompt is prefilled in blocks of the decode's block length
+    # regions: the unit mudiff_viz.inputs cuts the page into for this model (lines, text blocks),
+    # handed in by the pipeline; None: the model makes its own with regions() (the whole page)
+    region_unit: RegionUnit | None = None
 
     def regions(self, page: Any) -> list[Region]:
-        """How this model splits a page into regions (text blocks, or the whole page)."""
+        """This model's own regions of a page (the whole page), for a backend with no ``region_unit``."""
         raise NotImplementedError
 
     def encode(self, page: Any, regions: list[Region], block_length: int | None = None) -> Any:

@@ -16,7 +16,7 @@ ALLOWED = {
     "mudiff_viz.core": {"mudiff_viz.core"},
     "mudiff_viz.inputs": {"mudiff_viz.core", "mudiff_viz.inputs"},
     "mudiff_viz.views": {"mudiff_viz.core", "mudiff_viz.views"},
-    "models": {"mudiff_viz.core", "mudiff_viz.inputs", "models"},
+    "models": {"mudiff_viz.core", "models"},  # backends receive their regions: they never reach into inputs
     "mudiff_viz.decoding": {"mudiff_viz.core", "mudiff_viz.inputs", "models", "mudiff_viz.decoding"},
     "mudiff_viz.probes": {"mudiff_viz.core", "mudiff_viz.inputs", "models", "mudiff_viz.decoding", "mudiff_viz.views",
                           "mudiff_viz.probes"},

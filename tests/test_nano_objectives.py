@@ -350,12 +350,13 @@ def test_the_backend_sees_a_block_as_training_does_with_query_shifts(tmp_path):
     from nano_training.data import RegionSample
     from models.nano.model import CharTables
     from nano_training.objectives import block_answers, denoise_logits, encode_batch
+    from mudiff_viz.decoding.pipeline import regions_for
     from mudiff_viz.inputs import synth
 
     backend = NanoBackend(shifted_twin(tmp_path, (0.0, 3.0)))
     tok = backend.tok
     page = synth.random_page(random.Random(8), "val").render(120)
-    regions = backend.regions(page)[:3]
+    regions = regions_for(backend, page)[:3]
     ctx = backend.encode(page, regions)
     samples = [RegionSample([c.pixels for c in crops], r.gt_text.split("\n")) for crops, r in zip(ctx.crops, regions)]
     clean = block_answers(tok, samples, 8)

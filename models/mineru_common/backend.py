@@ -7,8 +7,7 @@ from models.base import Backend, fingerprint
 from models.mineru_common.layout import parse_layout
 from models.mineru_common.tasks import layout_region, page_region
 from models.mineru_common.text import ChatText
-from mudiff_viz.core.types import Region
-from mudiff_viz.inputs.page import joined_chars
+from mudiff_viz.core.types import Region, joined_chars
 
 
 class MinerUBackend(Backend):

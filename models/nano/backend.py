@@ -2,7 +2,7 @@
 one batch.
 
 Regions are text blocks: the text-layer lines of a PDF, or lines segmented from the pixels of an
-image, grouped into blocks of at most ``max_lines`` lines (mudiff_viz.inputs.regions.group_blocks). Each
+image, grouped into blocks of at most ``max_lines`` lines (mudiff_viz.inputs.regions.find_regions). Each
 line is encoded on its own and the lines' visual tokens are concatenated in reading order. The KV
 cache holds every row at the same length (visual tokens are left-padded, blocks advance in
 lockstep), so a finished row simply stops being addressed by ``rows``. The backend keeps each
@@ -25,9 +25,7 @@ from models.nano.preprocess import LineCrop, collate, crop_line, ink_levels, ref
 from models.nano.tokenizer import CharTokenizer, SubwordTokenizer
 from models.nano.weights import load_model
 from mudiff_viz.core import align
-from mudiff_viz.core.types import Region
-from mudiff_viz.inputs.page import union
-from mudiff_viz.inputs.regions import group_blocks, segment_lines
+from mudiff_viz.core.types import Region, RegionUnit, union
 
 CHARS = CharTokenizer()
 
@@ -80,29 +78,10 @@ class NanoBackend(TokenizedBackend):
 
     # ---- regions ---------------------------------------------------------------------------------
 
-    def regions(self, page) -> list[Region]:
-        """Text blocks: text-layer lines when the page has them, else lines segmented from pixels."""
-        if page.lines:
-            lines = page.lines
-            boxes = [ln.bbox for ln in lines]
-        else:
-            boxes = segment_lines(to_gray(page.image))
-            lines = None
-        out = []
-        for block in group_blocks(boxes, self.cfg.max_lines):
-            line_boxes = [boxes[i] for i in block]
-            region = Region(bbox=union(line_boxes), kind="text", meta={"lines": line_boxes})
-            if lines is not None:
-                region.gt_text = "\n".join(lines[i].text for i in block)
-                chars: list[tuple[str, tuple]] = []
-                for k, i in enumerate(block):
-                    if k:
-                        b = lines[block[k - 1]].bbox
-                        chars.append(("\n", (b[2], b[1], b[2] + 1.0, b[3])))
-                    chars.extend((c.c, c.bbox) for c in lines[i].chars)
-                region.gt_chars = chars
-            out.append(region)
-        return out
+    @property
+    def region_unit(self) -> RegionUnit:
+        """Text blocks of at most ``max_lines`` lines (found by mudiff_viz.inputs.regions)."""
+        return RegionUnit("block", self.cfg.max_lines)
 
     # ---- protocol --------------------------------------------------------------------------------
 

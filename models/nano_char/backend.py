@@ -22,8 +22,7 @@ from models.nano.tokenizer import CharTokenizer
 from models.nano_char.model import NanoOCR
 from models.nano_char.weights import load_model
 from mudiff_viz.core import align
-from mudiff_viz.core.types import Region
-from mudiff_viz.inputs.regions import segment_lines
+from mudiff_viz.core.types import Region, RegionUnit
 
 
 @dataclass
@@ -56,14 +55,7 @@ class NanoCharBackend(TokenizedBackend):
 
     # ---- regions ---------------------------------------------------------------------------------
 
-    def regions(self, page) -> list[Region]:
-        """Text-layer lines when the page has them, else lines segmented from the pixels."""
-        if page.lines:
-            return [
-                Region(bbox=ln.bbox, kind="line", gt_text=ln.text, gt_chars=[(c.c, c.bbox) for c in ln.chars])
-                for ln in page.lines
-            ]
-        return [Region(bbox=b, kind="line") for b in segment_lines(to_gray(page.image))]
+    region_unit = RegionUnit("line")  # text lines, found by mudiff_viz.inputs.regions
 
     # ---- protocol --------------------------------------------------------------------------------
 

@@ -86,6 +86,18 @@ class Occlusion:
 
 
 @dataclass
+class Skew:
+    """How a scan was straightened before its regions were found (mudiff_viz/inputs/scan.py): its
+    text ran at ``angle`` degrees (counter-clockwise) on the uploaded image (``width`` x ``height``
+    pixels), and the page was turned by ``-angle`` about its centre onto a canvas that holds it all.
+    Regions, tokens and steps are on the straightened page; occluded boxes on the upload."""
+
+    angle: float  # degrees, counter-clockwise, the text ran at on the uploaded image
+    width: float  # the uploaded image's pixels
+    height: float
+
+
+@dataclass
 class PageRecord:
     width: float  # pixels of the rendered page image (all coordinates are in these)
     height: float
@@ -97,6 +109,7 @@ class PageRecord:
     exif_orientation: int | None = None  # EXIF tag the image was turned upright by (None: none)
     occluded: list[Occlusion] = field(default_factory=list)
     probes: dict[str, Any] = field(default_factory=dict)  # what was done to the page: shuffle, occlude, degrade
+    skew: Skew | None = field(default=None, metadata={"when_set": True})  # written for a straightened scan only
 
 
 @dataclass

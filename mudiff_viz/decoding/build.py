@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from mudiff_viz.core import align
 from mudiff_viz.core.metrics import cer
-from mudiff_viz.core.trace import Metrics, ModelRecord, Occlusion, PageRecord, RegionRecord, TokenRecord, Trace, rnd
+from mudiff_viz.core.trace import Metrics, ModelRecord, Occlusion, PageRecord, RegionRecord, Skew, TokenRecord, Trace, rnd
 
 
 SPECULATION = ("draft_forwards", "verify_forwards", "drafted", "accepted")  # Metrics' draft-and-verify counts
@@ -54,7 +54,8 @@ def page_record(page, regions=()) -> PageRecord:
     """The trace's page record; each occluded word is located in the regions' ground truth."""
     info = page.info()
     occluded = [locate_occlusion(Occlusion(**o), regions) for o in info.pop("occluded", [])]
-    return PageRecord(**info, occluded=occluded)
+    skew = info.pop("skew", None)
+    return PageRecord(**info, occluded=occluded, skew=Skew(**skew) if skew else None)
 
 
 def locate_occlusion(occ: Occlusion, regions) -> Occlusion:

@@ -14,7 +14,10 @@ from mudiff_viz.decoding.observers import ProgressFn, Snapshot
 from mudiff_viz.decoding.sequential import decode_sequential
 from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.decoding.two_stage import decode_two_stage
+from mudiff_viz.core.types import Region
 from mudiff_viz.inputs.page import Page
+from mudiff_viz.inputs.regions import find_regions
+from mudiff_viz.inputs.scan import straighten
 
 MODES = ("page", "layout")  # layout: layout detection first, then recognition per block (two_stage.py)
 
@@ -28,6 +31,12 @@ def make_params(limits: Limits | None = None, **knobs) -> DecodeParams:
     if params.max_seconds is None:
         params.max_seconds = limits.max_decode_seconds
     return params
+
+
+def regions_for(backend, page: Page) -> list[Region]:
+    """The regions a backend decodes: found by mudiff_viz.inputs in the backend's unit, or (for
+    a backend without one, the real models' whole page) its own."""
+    return find_regions(page, backend.region_unit) if backend.region_unit else backend.regions(page)
 
 
 def decode_page(
@@ -50,6 +59,10 @@ def decode_page(
     regions as one batch (None: what the backend does; False: one region at a time, as the real
     model runs, merged onto one clock). ``snapshot`` is handed, as the decode goes, functions that
     build the trace so far (a streamed view calls them when it wants a frame).
+
+    A page without a text layer is straightened first (lighting flattened, skew turned back:
+    inputs/scan.py); the trace's boxes are on the straightened page and ``page.skew`` maps them
+    back onto the uploaded image.
     """
     dec = get_decoder(decoder)
     if mode not in MODES:
@@ -65,9 +78,10 @@ def decode_page(
         backend_limits = [backend.max_answer] if backend.max_answer else []
     if backend_limits and params.max_new_tokens > min(backend_limits):
         params = replace(params, max_new_tokens=min(backend_limits))
+    page = straighten(page)
     if mode == "layout":
         return decode_two_stage(backend, page, run, params, progress, layout_prompt=layout_prompt, snapshot=snapshot)
-    regions = backend.regions(page)
+    regions = regions_for(backend, page)
     if not regions:
         raise UserInputError("no text found on the page")
     batch = backend.batches_regions if batch_regions is None else batch_regions

@@ -6,11 +6,12 @@ text layer (points) is scaled by ``dpi / 72`` on the way in.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from PIL import Image
 
-from mudiff_viz.core.types import Box
+from mudiff_viz.core.types import Box, union
 
 
 @dataclass
@@ -42,16 +43,26 @@ class TextLine:
         return out
 
 
-def joined_chars(lines: list[TextLine]) -> list[tuple[str, Box]]:
-    """The characters of ``lines`` joined as their texts are joined (``"\n"`` between lines, boxed as
-    a sliver at the end of the line before), so index i is character i of the joined ground truth."""
-    chars: list[tuple[str, Box]] = []
-    for k, line in enumerate(lines):
-        if k:
-            b = lines[k - 1].bbox
-            chars.append(("\n", (b[2], b[1], b[2] + 1.0, b[3])))
-        chars.extend((c.c, c.bbox) for c in line.chars)
-    return chars
+@dataclass(frozen=True)
+class Straightening:
+    """How a page was straightened: its text ran at ``angle`` degrees (counter-clockwise), so it
+    was turned by ``-angle`` about its centre; ``width`` x ``height`` is the uploaded image."""
+
+    angle: float
+    width: int
+    height: int
+
+    def info(self) -> dict:
+        """The trace's ``page.skew`` record."""
+        return {"angle": self.angle, "width": self.width, "height": self.height}
+
+    def to_upload(self, x: float, y: float, page_w: float, page_h: float) -> tuple[float, float]:
+        """A point of the straightened page (``page_w`` x ``page_h``) on the uploaded image."""
+        a = math.radians(self.angle)
+        dx, dy = x - page_w / 2, y - page_h / 2
+        # the upload is the page turned by +angle (counter-clockwise on screen, y pointing down)
+        return (self.width / 2 + dx * math.cos(a) + dy * math.sin(a),
+                self.height / 2 - dx * math.sin(a) + dy * math.cos(a))
 
 
 @dataclass
@@ -68,6 +79,7 @@ class Page:
     exif_orientation: int | None = None  # EXIF Orientation tag (1-8) the image was turned upright by
     occluded: list[tuple[Box, str]] = field(default_factory=list)  # words blanked by the occlusion probe
     probes: dict = field(default_factory=dict)  # what was done to the page (occlude, degrade, shuffle)
+    skew: Straightening | None = None  # set when the page was straightened (inputs/scan.py); None: not examined
 
     @property
     def width(self) -> int:
@@ -97,14 +109,5 @@ class Page:
             "exif_orientation": self.exif_orientation,
             "occluded": [{"box": [round(v, 1) for v in box], "text": text} for box, text in self.occluded],
             "probes": self.probes,
+            "skew": self.skew.info() if self.skew else None,
         }
-
-
-def union(boxes) -> Box:
-    boxes = list(boxes)
-    return (
-        min(b[0] for b in boxes),
-        min(b[1] for b in boxes),
-        max(b[2] for b in boxes),
-        max(b[3] for b in boxes),
-    )

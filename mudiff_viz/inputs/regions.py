@@ -1,4 +1,7 @@
-"""Page -> text line boxes: from the PDF text layer, or segmented from the pixels.
+"""Page -> regions: text lines or text blocks, from the PDF text layer or segmented from the pixels.
+
+This is the one place regions are found; a backend says which unit it reads
+(``Backend.region_unit``) and the pipeline hands it the regions (:func:`find_regions`).
 
 Pixel segmentation is a recursive XY-cut on projection profiles: at each node split at the widest
 white gap, preferring a vertical gutter (columns) when it is wider than the horizontal gaps, so
@@ -13,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-Box = tuple[float, float, float, float]
+from mudiff_viz.core.types import Box, Region, RegionUnit, joined_chars, union
+from mudiff_viz.inputs.page import Page, TextLine
 
 
 def ink_mask(gray: np.ndarray) -> np.ndarray:
@@ -155,3 +159,27 @@ def _continues_column(a: Box, b: Box) -> bool:
     """b is below a and overlaps it horizontally by at least half the narrower line."""
     overlap = min(a[2], b[2]) - max(a[0], b[0])
     return b[1] > a[1] and overlap >= 0.5 * min(a[2] - a[0], b[2] - b[0])
+
+
+def find_regions(page: Page, unit: RegionUnit) -> list[Region]:
+    """The page's regions in reading order: its text-layer lines when it has them, else lines
+    segmented from its pixels (a scan should be straightened first: inputs/scan.py), as lines or
+    grouped into text blocks. Regions from a text layer carry its text and character boxes."""
+    if unit.kind not in ("line", "block"):
+        raise ValueError(f"region unit must be 'line' or 'block', got {unit.kind!r}")
+    lines: list[TextLine] | None = page.lines or None
+    boxes = [ln.bbox for ln in lines] if lines else segment_lines(np.asarray(page.image.convert("L")))
+    if unit.kind == "line":
+        if lines:
+            return [Region(bbox=ln.bbox, kind="line", gt_text=ln.text, gt_chars=[(c.c, c.bbox) for c in ln.chars])
+                    for ln in lines]
+        return [Region(bbox=b, kind="line") for b in boxes]
+    out = []
+    for block in group_blocks(boxes, unit.max_lines):
+        line_boxes = [boxes[i] for i in block]
+        region = Region(bbox=union(line_boxes), kind="text", meta={"lines": line_boxes})
+        if lines:
+            region.gt_text = "\n".join(lines[i].text for i in block)
+            region.gt_chars = joined_chars([lines[i] for i in block])
+        out.append(region)
+    return out
