@@ -3,6 +3,7 @@
     python -m nano_training.evaluate --pair nano-subword --out docs/results/nano-eval/nano-subword-eval.json
     python -m nano_training.evaluate --pair nano-char --out docs/results/nano-eval/nano-char-eval.json
     python -m nano_training.evaluate --pair nano-subword --no-ar --strategy left_to_right --out ltr.json
+    python -m nano_training.evaluate --pair nano --no-ar --thresholds 0.95 --scans=-4,-2,0,2,4 --out scans.json
 
 ``--strategy left_to_right`` reads the diffusion twin one token per step at the frontier: how well
 the same weights read when the sampler never commits a token further into a block.
@@ -11,11 +12,17 @@ Pages: test-split text, 150 DPI, Helvetica / Times / Courier at 10-12 pt, clean 
 columns. Page CER is micro-averaged (total edits / total ground-truth characters) over the decoded
 text of the whole page. Besides CER: tokens per forward, the share of tokens committed at their
 block's first denoising step, denoising steps per block, and seconds per page (prefill included).
+
+``--scans ANGLES`` reads each page instead as photographed JPEGs (mudiff_viz/inputs/photo.py: grey,
+blur, noise, a lighting gradient, no text layer), one per angle, as a user's upload is read:
+regions from the pixels after the page is straightened. Rows are labelled ``PAGE@ANGLE``; the
+report's ``by_angle`` gives each setting's CER per angle (0 is the straight scan).
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import random
 import statistics
@@ -31,6 +38,8 @@ from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.decoding.strategies import strategy_names
 from mudiff_viz.inputs import synth
 from mudiff_viz.inputs.page import Page
+from mudiff_viz.inputs.pages import load_page
+from mudiff_viz.inputs.photo import photographed
 
 THRESHOLDS = (0.5, 0.75, 0.9, 0.95, 0.99)
 
@@ -47,10 +56,26 @@ def eval_pages(pages_per_font: int, seed: int = 2024, fonts=tuple(synth.FONTS)) 
     return out
 
 
-def page_row(label: str, page: Page, setting: str, trace, seconds: float) -> dict:
-    ref = page.text
+SCAN_SETUP = {name: p.default for name, p in inspect.signature(photographed).parameters.items()  # its defaults
+              if p.default is not inspect.Parameter.empty and name not in ("angle", "seed")}
+
+
+def scan_pages(pages: list[tuple[str, Page]], angles: list[float]) -> tuple[list[tuple[str, Page]], dict[str, str]]:
+    """Each page photographed at each angle and loaded as an upload (a JPEG, no text layer), with
+    the text of the page each was made from, by label (their reference for CER)."""
+    scans, references = [], {}
+    for k, (label, page) in enumerate(pages):
+        for angle in angles:
+            name = f"{label}@{angle:g}"
+            scans.append((name, load_page(photographed(page, angle, seed=k))))
+            references[name] = page.text
+    return scans, references
+
+
+def page_row(label: str, page: Page, setting: str, trace, seconds: float, ref: str | None = None) -> dict:
+    ref = page.text if ref is None else ref
     return {
-        "page": label, "setting": setting, "edits": round(cer(trace.text, ref) * len(ref)), "chars": len(ref),
+        "page": label, "setting": setting, "skew": trace.page.skew.angle if trace.page.skew else None, "edits": round(cer(trace.text, ref) * len(ref)), "chars": len(ref),
         "tokens": trace.metrics.tokens, "nfe": trace.metrics.nfe, "seconds": round(seconds, 3),
         "prefill_s": trace.metrics.prefill_s, "first_step_share": first_step_share(trace),
         "steps_per_block": mean_steps_per_block(trace),
@@ -65,10 +90,11 @@ def twin_spec(pair: str, decoder: str) -> str:
 
 
 def run(pair: str, pages, thresholds=THRESHOLDS, params: DecodeParams | None = None, log=print,
-        with_ar: bool = True) -> list[dict]:
+        with_ar: bool = True, references: dict[str, str] | None = None) -> list[dict]:
     """One row per (page, setting). A setting is ``ar`` or ``diffusion@THRESHOLD`` (each threshold
     replacing ``params.threshold``), with the strategy appended when it is not the release's default
-    (``diffusion@0.95/left_to_right``). ``params``: the other decode settings (default: the release's)."""
+    (``diffusion@0.95/left_to_right``). ``params``: the other decode settings (default: the release's).
+    ``references``: the reference text by page label, for pages without a text layer (scans)."""
     rows = []
     base = params or DecodeParams()
     suffix = "" if base.strategy == "low_confidence_dynamic" else f"/{base.strategy}"
@@ -78,7 +104,8 @@ def run(pair: str, pages, thresholds=THRESHOLDS, params: DecodeParams | None = N
         for label, page in pages:
             t0 = time.perf_counter()
             trace = decode_page(page, model=twin_spec(pair, decoder), decoder=decoder, params=params)
-            rows.append(page_row(label, page, setting, trace, time.perf_counter() - t0))
+            ref = references.get(label) if references else None
+            rows.append(page_row(label, page, setting, trace, time.perf_counter() - t0, ref))
         log(f"{setting} {json.dumps(summarize(rows, setting))}")
     return rows
 
@@ -88,8 +115,8 @@ def _mean(values) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def summarize(rows: list[dict], setting: str, prefix: str = "") -> dict:
-    sel = [r for r in rows if r["setting"] == setting and r["page"].startswith(prefix)]
+def summarize(rows: list[dict], setting: str, prefix: str = "", suffix: str = "") -> dict:
+    sel = [r for r in rows if r["setting"] == setting and r["page"].startswith(prefix) and r["page"].endswith(suffix)]
     chars = sum(r["chars"] for r in sel)
     return {
         "cer": sum(r["edits"] for r in sel) / max(1, chars),
@@ -121,25 +148,35 @@ def main(argv=None) -> None:
     ap.add_argument("--strategy", default="low_confidence_dynamic", choices=strategy_names(),
                     help="the diffusion twin's remasking strategy")
     ap.add_argument("--no-ar", dest="with_ar", action="store_false", help="skip the AR twin")
+    ap.add_argument("--no-diffusion", action="store_true", help="skip the diffusion twin (the AR twin alone)")
+    ap.add_argument("--scans", default="", metavar="ANGLES",
+                    help="read photographed JPEGs of the pages at these angles (comma-separated degrees) instead of the renders")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     try:
-        thresholds = tuple(float(x) for x in args.thresholds.split(","))
+        thresholds = () if args.no_diffusion else tuple(float(x) for x in args.thresholds.split(","))
+        angles = [float(x) for x in args.scans.split(",")] if args.scans else []
     except ValueError:
-        ap.error(f"--thresholds: comma-separated numbers, got {args.thresholds!r}")
+        ap.error(f"--thresholds and --scans: comma-separated numbers, got {args.thresholds!r}, {args.scans!r}")
     params = DecodeParams(block_length=args.block_length, steps=args.block_length, strategy=args.strategy)
-    rows = run(args.pair, eval_pages(args.pages_per_font), thresholds, params, with_ar=args.with_ar)
+    pages, references = eval_pages(args.pages_per_font), None
+    if angles:
+        pages, references = scan_pages(pages, angles)
+    rows = run(args.pair, pages, thresholds, params, with_ar=args.with_ar, references=references)
     settings = list(dict.fromkeys(r["setting"] for r in rows))
     report = {
         "pair": args.pair,
         "all": {s: summarize(rows, s) for s in settings},
         "per_font": {f: {s: summarize(rows, s, f) for s in per_font_settings(settings)} for f in synth.FONTS},
         "setup": {"dpi": 150, "pages_per_font": args.pages_per_font, "threads": args.threads,
+                  **({"scans": {"angles": angles, **SCAN_SETUP}} if angles else {}),
                   **{k: v for k, v in params.knobs().items() if k != "threshold"}},
         "rows": rows,
     }
+    if angles:
+        report["by_angle"] = {s: {f"{a:g}": summarize(rows, s, suffix=f"@{a:g}") for a in angles} for s in settings}
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")
 

@@ -83,3 +83,18 @@ def test_the_results_index_lists_every_file():
     for f in sorted(results.rglob("*")):
         if f.is_file() and f.name != "README.md":
             assert f.resolve() in listed, f"{f.relative_to(ROOT)} is not linked from docs/results/README.md"
+
+
+NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve").split()
+
+
+def test_the_readme_counts_the_lessons_and_tabs_the_app_has():
+    """The README's "How it works (N short lessons" and "N tabs" say what the app builds."""
+    from mudiff_viz.ui.howitworks import LESSONS
+
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    said = re.search(r"How it works\*\* \((\w+) short lessons", text)
+    assert said and said[1] == NUMBER_WORDS[len(LESSONS)], (said and said[1], len(LESSONS))
+    app = (ROOT / "mudiff_viz" / "ui" / "app.py").read_text(encoding="utf-8")
+    tabs = len(re.findall(r"gr\.Tab\(", app))
+    assert f"{NUMBER_WORDS[tabs].capitalize()} tabs:" in text, tabs

@@ -26,10 +26,10 @@ def png_bytes(w: int = 40, h: int = 20) -> bytes:
     return buf.getvalue()
 
 
-def bomb_png() -> bytes:
-    """A valid PNG header claiming 100,000 x 100,000 pixels (a decompression bomb)."""
+def bomb_png(width: int = 100_000, height: int = 100_000) -> bytes:
+    """A valid PNG header claiming ``width`` x ``height`` pixels (a decompression bomb)."""
     data = bytearray(png_bytes())
-    ihdr = struct.pack(">II", 100_000, 100_000) + bytes(data[24:29])
+    ihdr = struct.pack(">II", width, height) + bytes(data[24:29])
     data[16:29] = ihdr
     data[29:33] = struct.pack(">I", zlib.crc32(b"IHDR" + ihdr) & 0xFFFFFFFF)
     return bytes(data)
@@ -74,8 +74,22 @@ def js_pdf() -> bytes:
     return data
 
 
+def truncated_pdf() -> bytes:
+    """The first third of a multi-page PDF with object streams (as most PDFs are written today): a
+    download cut off before its cross-reference table, so MuPDF finds no page in what is left."""
+    doc = pymupdf.open()
+    for _ in range(40):
+        doc.new_page().insert_text((72, 72), "Hello " * 40, fontname="helv", fontsize=12)
+    data = doc.tobytes(garbage=3, deflate=True, use_objstms=1)
+    doc.close()
+    return data[: len(data) // 3]
+
+
 CORPUS = {
     "bomb.png": (bomb_png, "image too large"),
+    # the megapixels a person counts in, not Pillow's "could be decompression bomb DOS attack"
+    "12000x12000.png": (lambda: bomb_png(12_000, 12_000), "image is 144 MP; the limit is 40 MP"),
+    "truncated.pdf": (truncated_pdf, "PDF is damaged or truncated"),
     "truncated.png": (lambda: png_bytes(400, 300)[:60], "cannot read PNG image"),
     "random.jpg": (lambda: bytes(range(256)) * 40, "not a PNG, JPEG or PDF"),
     "empty.png": (lambda: b"", "empty file"),

@@ -69,6 +69,19 @@
     if (parent) parent.appendChild(e);
     return e;
   }
+  // A straightened scan (trace page.skew; mudiff_viz/inputs/scan.py): the straight page (pw x ph)
+  // was the upload (W x H) turned by -angle about its centre, so a point of the page lands on the
+  // upload turned by +angle (counter-clockwise on screen: an SVG rotate(-angle)), centre on centre.
+  function skewMap(angle, pw, ph, W, H) {
+    const a = angle * Math.PI / 180, c = Math.cos(a), s = Math.sin(a);
+    return {
+      svg: `translate(${W / 2} ${H / 2}) rotate(${-angle}) translate(${-pw / 2} ${-ph / 2})`,
+      point: (x, y) => {
+        const dx = x - pw / 2, dy = y - ph / 2;
+        return [W / 2 + dx * c + dy * s, H / 2 - dx * s + dy * c];
+      },
+    };
+  }
   const ICONS = {
     "to-start": "M1 3h2v10H1z M9 3v10L3 8z M15 3v10L9 8z",
     "step-back": "M2 3h2v10H2z M13 3v10L6 8z",
@@ -359,7 +372,11 @@
     }
     buildPage() {
       const p = this.m.p, m = this.m;
-      const W = p.page.w || 1000, H = p.page.h || 1400;
+      // a straightened scan: the boxes are on the straight page (pw x ph), the image is the upload
+      // (W x H) the page was turned back from; one transform draws them onto the upload
+      const sk = p.page.skew, pw = p.page.w || 1000, ph = p.page.h || 1400;
+      const W = sk ? sk.w : pw, H = sk ? sk.h : ph;
+      this.toUpload = sk ? skewMap(sk.angle, pw, ph, W, H) : null;
       const svg = sv("svg", { viewBox: `0 0 ${W} ${H}`, class: "mp-svg", preserveAspectRatio: "xMidYMin meet" });
       svg.setAttribute("role", "img");
       svg.setAttribute("aria-label", "page with token boxes");
@@ -380,7 +397,8 @@
       } else {
         sv("rect", { x: 0, y: 0, width: W, height: H, fill: "#fff", stroke: "#bbb" }, svg);
       }
-      const regionLayer = sv("g", { class: "mp-regions" }, svg);
+      const onPage = sk ? sv("g", { class: "mp-straightened", transform: this.toUpload.svg }, svg) : svg;
+      const regionLayer = sv("g", { class: "mp-regions" }, onPage);
       this.regionRects = p.regions.map((r, ri) => {
         const b = r.bbox;
         const rect = sv("rect", { x: b[0], y: b[1], width: Math.max(1, b[2] - b[0]), height: Math.max(1, b[3] - b[1]), class: "mp-region" }, regionLayer);
@@ -397,7 +415,7 @@
           sv("title", {}, r).textContent = "word blanked on the page (occlusion probe)";
         });
       }
-      const boxLayer = sv("g", { class: "mp-boxes" }, svg);
+      const boxLayer = sv("g", { class: "mp-boxes" }, onPage);
       this.rects = new Array(m.n);
       this.hasBoxes = false;
       const boxes = p.slots.box;
@@ -411,7 +429,7 @@
       }
       if (!p.page.image) {
         // no page image (a trace loaded on its own): write the ground truth, or the decoded text, in the region boxes
-        const textLayer = sv("g", { class: "mp-ghostpage" }, svg);
+        const textLayer = sv("g", { class: "mp-ghostpage" }, onPage);
         textLayer.setAttribute("pointer-events", "none");
         p.regions.forEach((r) => {
           const b = r.bbox, h = Math.max(4, b[3] - b[1]);
@@ -445,7 +463,14 @@
       const [W, H] = this.pageSize, rs = this.m.p.regions;
       if (!rs.length) return [0, 0, W, H];
       let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
-      rs.forEach((r) => { x0 = Math.min(x0, r.bbox[0]); y0 = Math.min(y0, r.bbox[1]); x1 = Math.max(x1, r.bbox[2]); y1 = Math.max(y1, r.bbox[3]); });
+      const map = this.toUpload ? this.toUpload.point : (x, y) => [x, y];
+      rs.forEach((r) => {
+        const b = r.bbox;
+        [[b[0], b[1]], [b[2], b[1]], [b[0], b[3]], [b[2], b[3]]].forEach(([px, py]) => {
+          const [x, y] = map(px, py);
+          x0 = Math.min(x0, x); y0 = Math.min(y0, y); x1 = Math.max(x1, x); y1 = Math.max(y1, y);
+        });
+      });
       const pad = 0.03 * Math.max(W, H);
       x0 = Math.max(0, x0 - pad); y0 = Math.max(0, y0 - pad); x1 = Math.min(W, x1 + pad); y1 = Math.min(H, y1 + pad);
       if (x1 - x0 < 0.2 * W) { x0 = 0; x1 = W; }

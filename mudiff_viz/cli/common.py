@@ -58,6 +58,8 @@ def summary_line(trace) -> str:
         f"tokens/forward={m.tokens_per_forward}",
         f"wall={m.wall_s}s (prefill {m.prefill_s}s)",
     ]
+    if trace.page.skew is not None:
+        parts.append(f"skew={trace.page.skew.angle:+.1f}deg")
     if m.cer is not None:
         parts.append(f"CER={100 * m.cer:.2f}%")
     if m.truncated:

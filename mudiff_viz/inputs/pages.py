@@ -11,7 +11,7 @@ import io
 import warnings
 from pathlib import Path
 
-from PIL import Image, ImageOps
+from PIL import Image, ImageOps, JpegImagePlugin, PngImagePlugin
 
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits, current
@@ -89,14 +89,15 @@ def open_image(data: bytes, kind: str, limits: Limits) -> tuple[Image.Image, int
     EXIF orientation (as the release's loaders do: a phone photo tagged 6 is read the right way
     up). Returns the RGB image and the orientation tag it had (None when it had none)."""
     fmt = {"png": "PNG", "jpeg": "JPEG"}[kind]
+    size = header_size(data, fmt)
+    if size and size[0] * size[1] > limits.max_image_pixels:
+        raise UserInputError(too_large(*size, limits))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(io.BytesIO(data), formats=[fmt])
             if img.width * img.height > limits.max_image_pixels:
-                raise UserInputError(
-                    f"image too large: {img.width}x{img.height} pixels (limit {limits.max_image_pixels})"
-                )
+                raise UserInputError(too_large(img.width, img.height, limits))
             img.load()
             orientation = img.getexif().get(ORIENTATION_TAG)
             orientation = int(orientation) if isinstance(orientation, int) and 1 <= orientation <= 8 else None
@@ -104,7 +105,27 @@ def open_image(data: bytes, kind: str, limits: Limits) -> tuple[Image.Image, int
             return upright.convert("RGB"), orientation
     except UserInputError:
         raise
-    except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:
-        raise UserInputError(f"image too large: {exc}") from None
+    except (Image.DecompressionBombWarning, Image.DecompressionBombError):  # Pillow's own cap, if ever below ours
+        raise UserInputError(f"image too large: the limit is {limits.max_image_pixels / 1e6:g} MP") from None
     except Exception as exc:  # PIL raises many types for broken files
         raise UserInputError(f"cannot read {fmt} image: {type(exc).__name__}: {exc}") from None
+
+
+HEADER_READERS = {"PNG": PngImagePlugin.PngImageFile, "JPEG": JpegImagePlugin.JpegImageFile}
+
+
+def header_size(data: bytes, fmt: str) -> tuple[int, int] | None:
+    """(width, height) from the file's header, read without decoding a pixel and before Pillow's
+    decompression-bomb check (whose message speaks of attacks); None when the header is unreadable
+    (the full open then says why)."""
+    try:
+        with HEADER_READERS[fmt](io.BytesIO(data)) as probe:
+            return probe.size
+    except Exception:  # a broken header: open_image reports it
+        return None
+
+
+def too_large(width: int, height: int, limits: Limits) -> str:
+    """The one line for an image over the pixel cap, in megapixels as cameras count them."""
+    return (f"image too large: the image is {width * height / 1e6:.0f} MP; the limit is "
+            f"{limits.max_image_pixels / 1e6:g} MP ({width}x{height} pixels)")

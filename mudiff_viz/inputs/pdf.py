@@ -39,20 +39,25 @@ class RenderedPage:
     lines: list[TextLine]
 
 
+def is_truncated(data: bytes) -> bool:
+    """A PDF ends with ``%%EOF`` (after its cross-reference table); a cut-off download does not."""
+    return b"%%EOF" not in data[-2048:]
+
+
 def open_pdf(data: bytes, limits: Limits):
     """Open PDF bytes with the checks every untrusted file needs; returns a pymupdf Document."""
     import pymupdf
 
+    cut = is_truncated(data)
     try:
         doc = pymupdf.open(stream=data, filetype="pdf")
     except Exception as exc:
-        raise UserInputError(f"corrupt PDF: {exc}") from None
+        raise UserInputError("PDF is damaged or truncated: it cannot be opened" if cut else f"corrupt PDF: {exc}") from None
     if doc.needs_pass or doc.is_encrypted:
         raise UserInputError("PDF is password-protected")
     if doc.page_count == 0:
-        raise UserInputError("PDF has no pages")
-    if doc.is_repaired and doc.page_count == 0:
-        raise UserInputError("corrupt PDF: damaged beyond repair")
+        # MuPDF rebuilds a file whose end (the cross-reference table) is missing and may find no page
+        raise UserInputError("PDF is damaged or truncated: no page could be read from it" if cut else "PDF has no pages")
     if doc.page_count > limits.max_pdf_pages:
         raise UserInputError(f"PDF has {doc.page_count} pages (limit {limits.max_pdf_pages})")
     return doc

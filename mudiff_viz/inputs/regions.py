@@ -15,18 +15,50 @@ them: consecutive lines of one column with no paragraph gap between them.
 from __future__ import annotations
 
 import numpy as np
+from PIL import Image, ImageFilter
 
 from mudiff_viz.core.types import Box, Region, RegionUnit, joined_chars, union
 from mudiff_viz.inputs.page import Page, TextLine
 
 
+NOISY = 3.0  # grey levels of pixel noise (robust standard deviation) above which the page is smoothed
+
+
+def noise_level(gray: np.ndarray) -> float:
+    """Pixel noise of a page in grey levels: the robust spread of each pixel against its 3x3 median,
+    in the middle of the page (a clean render has none; a phone photo or a noisy scan several levels)."""
+    h, w = gray.shape
+    y0, x0 = max(0, h // 2 - 256), max(0, w // 2 - 256)  # the middle: a straightened scan's corners are blank fill
+    sample = gray[y0 : y0 + 512, x0 : x0 + 512]
+    smooth = np.asarray(Image.fromarray(sample).filter(ImageFilter.MedianFilter(3)), dtype=np.float32)
+    return float(1.4826 * np.median(np.abs(sample.astype(np.float32) - smooth)))
+
+
 def ink_mask(gray: np.ndarray) -> np.ndarray:
-    """Boolean ink mask with a threshold halfway between paper and ink levels."""
+    """Boolean ink mask with a threshold halfway between paper and ink levels. On a noisy page the
+    grey is median-filtered first and ink pixels with few ink neighbours are dropped, so noise on
+    the paper does not read as specks of ink (specks fill the white gaps the line cut looks for,
+    and stretch line boxes across empty paper)."""
+    noisy = noise_level(gray) > NOISY
+    if noisy:
+        gray = np.asarray(Image.fromarray(gray).filter(ImageFilter.MedianFilter(3)))
     sample = gray[:: max(1, gray.shape[0] // 256), :: max(1, gray.shape[1] // 256)]
     lo, hi = np.percentile(sample, [1, 90])
     if hi - lo < 30:  # blank page
         return np.zeros_like(gray, dtype=bool)
-    return gray < (lo + hi) / 2
+    ink = gray < (lo + hi) / 2
+    return _without_specks(ink) if noisy else ink
+
+
+def _without_specks(ink: np.ndarray, size: int = 5, least: int = 6) -> np.ndarray:
+    """Ink pixels with at least ``least`` ink pixels in the ``size`` x ``size`` square around them:
+    a glyph's stroke has more (a 1-pixel stroke crossing the square has 5, itself included: 6 is
+    two pixels' thickness, which strokes have at 100 dpi and up, once blurred), a speck of noise fewer."""
+    r = size // 2
+    padded = np.pad(ink.astype(np.int32), r + 1)[:-1, :-1]
+    c = padded.cumsum(0).cumsum(1)
+    count = c[size:, size:] - c[:-size, size:] - c[size:, :-size] + c[:-size, :-size]
+    return ink & (count >= least)
 
 
 def _runs(white: np.ndarray) -> list[tuple[int, int]]:
@@ -55,6 +87,7 @@ def segment_lines(gray: np.ndarray, min_height: int = 6) -> list[Box]:
         return []
     line_h = float(np.median([e - s for s, e in bands]))
     gutter_min = max(12.0, 1.2 * line_h)  # column gutters, far wider than word spaces
+    min_ink = 0.03 * line_h * line_h  # ink pixels of the smallest line (one narrow glyph holds more)
     out: list[Box] = []
 
     def visit(y0: int, y1: int, x0: int, x1: int, depth: int) -> None:
@@ -86,7 +119,7 @@ def segment_lines(gray: np.ndarray, min_height: int = 6) -> list[Box]:
             cut = y0 + lo + int(np.argmin(prof[lo:hi])) if hi > lo else (y0 + y1) // 2
             visit(y0, cut, x0, x1, depth + 1)
             visit(cut, y1, x0, x1, depth + 1)
-        elif y1 - y0 >= min_height // 2:
+        elif y1 - y0 >= min_height // 2 and sub.sum() >= min_ink:  # specks of noise are not a line
             out.append((float(x0), float(y0), float(x1), float(y1)))
 
     visit(0, ink.shape[0], 0, ink.shape[1], 0)

@@ -37,14 +37,18 @@ UNEVEN = 12.0  # grey levels between the brightest and darkest paper before ligh
 
 def paper_level(gray: np.ndarray, tile: int = TILE) -> np.ndarray:
     """The paper's brightness under every pixel: the 90th percentile of each tile (text covers far
-    less than a tenth of a tile), smoothed back to full size."""
+    less than a tenth of a tile), smoothed back to full size. The page is padded by reflection to
+    whole tiles, so its last rows and columns have a tile of their own (a gradient would otherwise
+    leave them darker than the paper level the tile before them gives)."""
     h, w = gray.shape
-    th, tw = max(1, h // tile), max(1, w // tile)
+    th, tw = -(-h // tile), -(-w // tile)
     if th < 2 or tw < 2:
         return np.full(gray.shape, float(np.percentile(gray, 90)), dtype=np.float32)
-    cut = gray[: th * tile, : tw * tile].reshape(th, tile, tw, tile).transpose(0, 2, 1, 3).reshape(th, tw, -1)
+    padded = np.pad(gray, ((0, th * tile - h), (0, tw * tile - w)), mode="reflect")
+    cut = padded.reshape(th, tile, tw, tile).transpose(0, 2, 1, 3).reshape(th, tw, -1)
     tiles = np.percentile(cut, 90, axis=2).astype(np.float32)
-    return np.asarray(Image.fromarray(tiles).resize((w, h), Image.BILINEAR), dtype=np.float32)
+    smooth = np.asarray(Image.fromarray(tiles).resize((tw * tile, th * tile), Image.BILINEAR), dtype=np.float32)
+    return smooth[:h, :w]
 
 
 def flatten_lighting(gray: np.ndarray) -> np.ndarray:

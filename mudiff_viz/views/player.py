@@ -284,6 +284,9 @@ def player_payload(trace: Trace, image_url: str | None = None, label: str | None
         "page": {
             "w": trace.page.width, "h": trace.page.height, "source": trace.page.source, "image": image_url,
             "occluded": [o.box for o in trace.page.occluded],
+            # a straightened scan: boxes are on the straight page, drawn turned back onto the upload
+            "skew": ({"angle": trace.page.skew.angle, "w": trace.page.skew.width, "h": trace.page.skew.height}
+                     if trace.page.skew else None),
         },
         "threshold": threshold,
         "block_length": trace.block_length,

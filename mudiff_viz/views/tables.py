@@ -40,6 +40,16 @@ def order_text(corr: float | None) -> str:
     return f"{corr:.2f} ({meaning})"
 
 
+def skew_text(trace: Trace) -> str | None:
+    """The detected skew of a scan read from its pixels (None: a text-layer page)."""
+    skew = trace.page.skew
+    if skew is None:
+        return None
+    if not skew.angle:
+        return "skew 0.0° (straight)"
+    return f"skew {skew.angle:+.1f}° (straightened)"
+
+
 def metric_rows(trace: Trace) -> list[tuple[str, str]]:
     """(metric, value) pairs of one trace, in display order."""
     m = trace.metrics
@@ -54,6 +64,7 @@ def metric_rows(trace: Trace) -> list[tuple[str, str]]:
         ("decode", _fmt(m.decode_s, " s")),
         ("time to first token", _fmt(m.time_to_first_token_s, " s")),
         ("CER vs ground truth", "no ground truth" if m.cer is None else f"{100 * m.cer:.2f}%"),
+        ("page", skew_text(trace) or "text layer (not straightened)"),
     ]
     if not trace.is_autoregressive:
         rows.append((ORDER_LABEL, order_text(order_correlation(trace))))
@@ -113,6 +124,8 @@ def summary_markdown(trace: Trace) -> str:
         f"{m.tokens_per_forward} tokens/forward", counted(trace.clock_length, "forward pass", "forward passes"),
         f"wall {m.wall_s:.2f} s (prefill {m.prefill_s:.2f} s)",
     ]
+    if skew_text(trace):
+        parts.append(skew_text(trace))
     if m.cer is not None:
         parts.append(f"CER {100 * m.cer:.2f}%")
     if m.truncated:
