@@ -5,7 +5,7 @@
 
 Pages: held-out synthetic text (test split), one paragraph of 25-60 words per page in the three
 training font families, written as PDFs of 20 pages each into OUT/../corpus-pdfs (or --pdfs).
-Then ``corpus run`` with both decoders of the embedded pair at the given Semantic Shuffle levels
+Then ``corpus run`` with the four decoders of the embedded pair at the given Semantic Shuffle levels
 (and --occlude fractions), and with --stats DIR ``corpus stats`` into DIR.
 """
 
@@ -62,6 +62,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "assets" / "corpus"))
     ap.add_argument("--pdfs", help="where the page PDFs go (default: OUT/../corpus-pdfs)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--decoders", default="diffusion,ar,self-speculative,speculative")
     ap.add_argument("--stats", help="also write corpus stats here (report.md, tables.json, figures.html)")
     args = ap.parse_args()
     out = Path(args.out)
@@ -71,7 +72,8 @@ def main() -> None:
 
     t0 = time.time()
     code = cli(["corpus", "run", *map(str, paths), "--out", str(out), "--model", args.model, "--levels", args.levels,
-                "--occlude", args.occlude, "--seeds", str(args.seeds), "--threads", str(args.threads)])
+                "--occlude", args.occlude, "--seeds", str(args.seeds), "--threads", str(args.threads),
+                "--decoders", args.decoders])
     print(f"corpus run: exit {code}, {time.time() - t0:.0f} s")
     if args.stats and not code:
         code = cli(["corpus", "stats", str(out), "--out", args.stats])

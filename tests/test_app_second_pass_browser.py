@@ -185,11 +185,11 @@ def test_a_failed_run_ends_with_its_reason_on_screen(page, tmp_path):
     toast = page.locator(".toast-body").first
     toast.wait_for(timeout=30_000)
     reason = toast.inner_text().strip().splitlines()[-1]
-    assert "corrupt PDF" in reason
+    assert "damaged or truncated" in reason
     page.wait_for_selector(".toast-body", state="detached", timeout=30_000)  # the toast has gone
     failed = page.locator("#player .mp-failed")
-    assert failed.is_visible() and "corrupt PDF" in failed.inner_text()
-    assert "corrupt PDF" in page.inner_text("#decode-status")
+    assert failed.is_visible() and "damaged or truncated" in failed.inner_text()
+    assert "damaged or truncated" in page.inner_text("#decode-status")
     shown = page.inner_text("#player") + page.inner_text("#decode-status")
     assert "Decoding" not in shown
     assert page.locator("#player .mp-live:visible").count() == 0

@@ -104,9 +104,9 @@ def test_a_failed_probe_run_ends_with_its_reason_on_screen(page, tmp_path):
     page.click("#shuffle-run")
     page.locator(".toast-body").first.wait_for(timeout=30_000)
     page.wait_for_selector(".toast-body", state="detached", timeout=30_000)
-    assert "corrupt PDF" in page.inner_text("#shuffle-status")
+    assert "damaged or truncated" in page.inner_text("#shuffle-status")
     failed = page.locator(f"{PLAYER} .mp-failed")
-    assert failed.is_visible() and "corrupt PDF" in failed.inner_text()
+    assert failed.is_visible() and "damaged or truncated" in failed.inner_text()
     assert "Decoding four times" not in page.inner_text(PLAYER) and "Preparing" not in page.inner_text("#shuffle-status")
     assert page.locator(f"{PLAYER} .error:visible, #shuffle-status .error:visible").count() == 0
     assert page.locator("#shuffle-scores .error:visible").count() == 0  # nor on the emptied score table

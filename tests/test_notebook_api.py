@@ -175,24 +175,28 @@ def test_the_frames_agree_with_each_other(diffusion):
 def test_the_store_opens_as_the_same_frames():
     store = mv.open_store()  # the shipped example store
     pages = store.pages()
-    assert len(pages) == 240 and set(pages["decoder"]) == {"ar", "diffusion"}
-    key = store.key(1)
-    trace = store.page(1)
-    assert trace.decoder == key["decoder"]
+    assert len(pages) == 480 and set(pages["decoder"]) == {"ar", "diffusion", "self-speculative", "speculative"}
+    speculative = int(pages.index[pages["decoder"] == "self-speculative"][0])
     where = "WHERE run_id = ? AND page_id = ? AND decoder = ?"
-    stored_tokens = store.sql(f"SELECT * FROM tokens {where} ORDER BY region, index", list(key.values()))
-    assert trace.tokens_frame(**key).equals(stored_tokens)
-    stored_steps = store.sql(f"SELECT * FROM steps {where} ORDER BY step", list(key.values()))
-    per_step = trace.steps_frame(**key)[STEPS.names].drop_duplicates("step").reset_index(drop=True)
-    assert per_step.equals(stored_steps)
+    for i in (1, speculative):  # a plain decode, and one whose steps carry drafts and verdicts
+        key = store.key(i)
+        trace = store.page(i)
+        assert trace.decoder == key["decoder"]
+        stored_tokens = store.sql(f"SELECT * FROM tokens {where} ORDER BY region, index", list(key.values()))
+        assert trace.tokens_frame(**key).equals(stored_tokens)
+        stored_steps = store.sql(f"SELECT * FROM steps {where} ORDER BY step", list(key.values()))
+        per_step = trace.steps_frame(**key)[STEPS.names].drop_duplicates("step").reset_index(drop=True)
+        assert per_step.equals(stored_steps)
+    assert stored_steps["n_accepted"].sum() > 0 and stored_tokens["verdict"].notna().any()
+    key, trace = store.key(1), store.page(1)
     table = store.table("tokens")
     assert all(table[f.name].dtype == pd.ArrowDtype(f.type) for f in TOKENS)
     with pytest.raises(mv.UserInputError, match="query failed: .*nope"):
         store.sql("SELECT * FROM nope")
     with pytest.raises(mv.UserInputError, match="no table 'nope'"):
         store.table("nope")
-    with pytest.raises(mv.UserInputError, match="page 240 is out of range"):
-        store.page(240)
+    with pytest.raises(mv.UserInputError, match="page 480 is out of range"):
+        store.page(480)
     with pytest.raises(mv.UserInputError, match="not a corpus store"):
         mv.open_store(ROOT / "docs")
     with pytest.raises(mv.UserInputError, match="decoded by"):

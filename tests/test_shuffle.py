@@ -392,5 +392,5 @@ def test_isolated_shuffle_matches_in_process_and_obeys_limits(two_column_pdf, mo
     assert here.data == there.data and here.lines == there.lines
     with pytest.raises(UserInputError, match="longer than"):
         shuffle_pdf_isolated(two_column_pdf, 0.5, seed=3, limits=Limits(pdf_timeout_s=0.01))
-    with pytest.raises(UserInputError, match="password-protected|corrupt PDF"):
+    with pytest.raises(UserInputError, match="password-protected|corrupt PDF|damaged or truncated"):
         shuffle_pdf_isolated(b"%PDF-1.7\n garbage", 1.0, 0)

@@ -1,6 +1,6 @@
 """``corpus run`` and ``corpus stats``: many pages into a Parquet trace store, and its aggregates.
 
-    python -m mudiff_viz corpus run INPUTS... --out DIR [--decoders diffusion,ar] [--model SPEC]
+    python -m mudiff_viz corpus run INPUTS... --out DIR [--decoders diffusion,ar,self-speculative,speculative] [--model SPEC]
         [--levels 0,1] [--occlude 0,0.1] [--degrade SPEC ...] [--seeds N] [--workers N] [--ray auto|ADDRESS]
     python -m mudiff_viz corpus stats DIR [--out REPORT_DIR] [--run RUN_ID]
 
@@ -24,7 +24,8 @@ def register(sub) -> None:
     r.add_argument("inputs", nargs="+", help="PDFs (file.pdf or file.pdf:1-3,7, pages from 1), images with a sidecar "
                                              "<stem>.txt, or folders of them")
     r.add_argument("--out", required=True, help="the store's folder (created; a rerun resumes it)")
-    r.add_argument("--decoders", default="diffusion,ar", help="comma-separated: diffusion, ar")
+    r.add_argument("--decoders", default="diffusion,ar",
+                   help="comma-separated: diffusion, ar, self-speculative, speculative")
     r.add_argument("--model", default="nano", help="one spec for every decoder, or diffusion=SPEC,ar=SPEC")
     r.add_argument("--levels", default="0", help="Semantic Shuffle levels, e.g. 0,0.5,1 (default 0)")
     r.add_argument("--occlude", default="0", help="occluded word fractions, e.g. 0,0.1 (default 0)")

@@ -1,6 +1,7 @@
 """One decoded (or failed) page -> its rows in the store's tables (corpus/schema.py).
 
-The per-token order columns come from core/order.py (``token_orders``), correctness from the
+The per-token order columns come from core/order.py (``token_orders``), the draft-and-verify columns
+from core/speculation.py, correctness from the
 player's ``token_correctness`` and the page scores from the probe benchmark's ``score_row``, so a
 corpus row says what the player and the benchmark say about the same page.
 """
@@ -12,7 +13,9 @@ from statistics import mean
 
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.order import token_orders
+from mudiff_viz.core.speculation import step_drafts, token_verdicts
 from mudiff_viz.core.trace import Trace
+from mudiff_viz.decoding.build import SPECULATION
 from mudiff_viz.probes.bench import score_row
 from mudiff_viz.views.player import token_correctness
 
@@ -63,6 +66,7 @@ def page_rows(base: dict, trace: Trace, gt_text: str | None) -> dict[str, list[d
         **{k: scores.get(k) for k in PAGE_SCORES},
         "tokens": m.tokens, "nfe": m.nfe,
         "tokens_per_forward": m.tokens_per_forward, "n_regions": len(trace.regions), "n_steps": len(trace.steps),
+        **{k: m.get(k) for k in SPECULATION},
         "wall_s": m.wall_s, "prefill_s": m.prefill_s, "decode_s": m.decode_s,
         "trace_json": trace.to_json(),
     }
@@ -78,6 +82,7 @@ def region_rows(key: dict, trace: Trace) -> list[dict]:
 
 def token_rows(key: dict, trace: Trace) -> list[dict]:
     orders = {(o.region, o.index): o for o in token_orders(trace)}
+    verdicts = token_verdicts(trace) if trace.is_speculative else {}
     L = trace.block_length
     rows = []
     for ri, r in enumerate(trace.regions):
@@ -90,13 +95,24 @@ def token_rows(key: dict, trace: Trace) -> list[dict]:
                 "block": i // L if L else None, "pos_in_block": o.pos_in_block if o else None,
                 "step_in_block": o.step if o else None, "block_steps": o.block_steps if o else None,
                 "occluded": o.occluded if o else None, "distance_to_occlusion": o.distance if o else None,
+                **verdict_columns(verdicts.get((ri, i))),
             })
     return rows
 
 
+def verdict_columns(v) -> dict:
+    return {"verdict": v.verdict if v else None, "draft_offset": v.offset if v else None,
+            "drafted_forward": v.drafted_at if v else None}
+
+
 def step_rows(key: dict, trace: Trace) -> list[dict]:
-    return [{**key, "step": si, "forward": s.forward, "region": s.region, "block": s.block, "time_s": s.time_s,
-             "n_masked": len(s.positions), "n_committed": sum(s.committed), "n_forced": s.forced,
-             "min_confidence": min(s.confidences) if s.confidences else None,
-             "mean_confidence": mean(s.confidences) if s.confidences else None}
-            for si, s in enumerate(trace.steps)]
+    rows = []
+    for si, s in enumerate(trace.steps):
+        d = step_drafts(s) if s.verdicts is not None else None
+        rows.append({**key, "step": si, "forward": s.forward, "region": s.region, "block": s.block, "time_s": s.time_s,
+                     "n_masked": len(s.positions), "n_committed": sum(s.committed), "n_forced": s.forced,
+                     "min_confidence": min(s.confidences) if s.confidences else None,
+                     "mean_confidence": mean(s.confidences) if s.confidences else None, "role": s.role,
+                     "n_drafted": d.drafted if d else None, "n_verified": d.verified if d else None,
+                     "n_accepted": d.accepted if d else None})
+    return rows

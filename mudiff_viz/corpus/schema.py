@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-STORE_VERSION = 1  # bump when a column changes meaning; part of every run id
+STORE_VERSION = 2  # bump when a column changes meaning; part of every run id (2: draft-and-verify columns)
 
 KEY = [("run_id", pa.string()), ("page_id", pa.string()), ("decoder", pa.string())]
 BOX = pa.list_(pa.float64())
@@ -46,6 +46,10 @@ PAGES = pa.schema(KEY + [
     ("recovery_rate", pa.float64()),
     ("cer_rest", pa.float64()),
     ("first_step_share", pa.float64()),
+    ("draft_forwards", pa.int32()),  # draft and verify (null for the other decoders): forwards that drafted ...
+    ("verify_forwards", pa.int32()),  # ... and that verified
+    ("drafted", pa.int32()),  # drafts verified
+    ("accepted", pa.int32()),  # drafts kept
     ("n_regions", pa.int32()),
     ("n_steps", pa.int32()),
     ("wall_s", pa.float64()),
@@ -83,6 +87,9 @@ TOKENS = pa.schema(KEY + [
     ("block_steps", pa.int32()),  # denoising steps its block took
     ("occluded", pa.bool_()),
     ("distance_to_occlusion", pa.int32()),  # tokens to the nearest occluded token of its region
+    ("verdict", pa.string()),  # draft and verify: "accepted" | "rejected" (the verifier's token replaced a draft) | "bonus"
+    ("draft_offset", pa.int32()),  # its distance from the frontier of the verify forward that committed it
+    ("drafted_forward", pa.int32()),  # the forward that drafted its position (null: none did)
 ])
 
 STEPS = pa.schema(KEY + [
@@ -96,6 +103,10 @@ STEPS = pa.schema(KEY + [
     ("n_forced", pa.int32()),
     ("min_confidence", pa.float64()),
     ("mean_confidence", pa.float64()),
+    ("role", pa.string()),  # "verifier" when a speculative decode's verifier ran the forward
+    ("n_drafted", pa.int32()),  # draft and verify: drafts this forward proposed ...
+    ("n_verified", pa.int32()),  # ... drafts it verified (acceptance at offset o: n_accepted > o among n_verified > o)
+    ("n_accepted", pa.int32()),  # ... and kept
 ])
 
 SCHEMAS: dict[str, pa.Schema] = {"runs": RUNS, "pages": PAGES, "regions": REGIONS, "tokens": TOKENS, "steps": STEPS}

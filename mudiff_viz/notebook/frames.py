@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 
 from mudiff_viz.core.errors import UserInputError
-from mudiff_viz.core.trace import Trace
+from mudiff_viz.core.trace import VERDICTS, Trace
 from mudiff_viz.corpus.rows import step_rows, token_rows
 from mudiff_viz.corpus.schema import STEPS, TOKENS
 
@@ -30,6 +30,8 @@ POSITION_FIELDS = [
     ("committed", pa.bool_()),  # committed at this step
     ("topk_ids", pa.list_(pa.int64())),  # the best alternatives, best first
     ("topk_probs", pa.list_(pa.float64())),
+    ("verdict", pa.string()),  # draft and verify: drafted | accepted | rejected | discarded | bonus (null otherwise)
+    ("draft_id", pa.int64()),  # the draft this forward verified at the position (null: none)
 ]
 STEP_POSITIONS = pa.schema(list(STEPS) + POSITION_FIELDS)
 Key = str | None  # run_id, page_id, decoder: a store's row key (None: not in a store)
@@ -60,10 +62,14 @@ def tokens_frame(trace: Trace, run_id: Key = None, page_id: Key = None, decoder:
 def steps_table(trace: Trace, run_id: Key = None, page_id: Key = None, decoder: Key = None) -> pa.Table:
     rows = []
     for step, s in zip(step_rows(_key(trace, run_id, page_id, decoder), trace), trace.steps):
-        for pos, cand, conf, done, topk in zip(s.positions, s.candidates, s.confidences, s.committed, s.topk):
+        verdicts = s.verdicts or [None] * len(s.positions)
+        drafts = s.drafts or [-1] * len(s.positions)
+        for pos, cand, conf, done, topk, v, d in zip(s.positions, s.candidates, s.confidences, s.committed, s.topk,
+                                                     verdicts, drafts):
             rows.append({**step, "position": pos, "candidate_id": cand, "candidate": trace.token_text(cand),
                          "confidence": conf, "committed": bool(done), "topk_ids": [int(i) for i, _ in topk],
-                         "topk_probs": [float(p) for _, p in topk]})
+                         "topk_probs": [float(p) for _, p in topk], "verdict": None if v is None else VERDICTS[v],
+                         "draft_id": d if d >= 0 else None})
     return pa.Table.from_pylist(rows, schema=STEP_POSITIONS)
 
 
