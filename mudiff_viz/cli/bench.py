@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from mudiff_viz.bench.speed import FULL, QUICK, ratio_text, run_bench, run_sweep, sweep_figure, sweep_table
+from mudiff_viz.bench.speed import DECODERS, FULL, QUICK, ratio_text, run_bench, run_sweep, sweep_figure, sweep_table
 from mudiff_viz.cli.common import add_knob_flags, knobs_from
 from mudiff_viz.decoding.settings import DecodeParams
 
@@ -22,6 +22,8 @@ def register(sub) -> None:
     b.add_argument("--quick", action="store_true",
                    help=f"the first {QUICK['n_pages']} pages, {QUICK['repeats']} timed passes (a few minutes on 2 CPU cores)")
     b.add_argument("--threads", type=int, default=2)
+    b.add_argument("--decoders", default=",".join(DECODERS),
+                   help="comma-separated decoders to time beside AR and diffusion (default: all four)")
     b.add_argument("--out", default="bench.json")
     add_knob_flags(b)
     b.set_defaults(func=cmd_bench)
@@ -43,12 +45,19 @@ def cmd_bench(args) -> int:
     n, repeats = (QUICK["n_pages"], QUICK["repeats"]) if args.quick else (args.pages, args.repeats)
     t0 = time.perf_counter()
     params = DecodeParams.from_knobs(**knobs_from(args))
-    result = run_bench(args.model, n, repeats, ar_model=args.ar_model, params=params, log=lambda m: print(m, file=sys.stderr))
+    decoders = [d.strip() for d in args.decoders.split(",") if d.strip()]
+    unknown = sorted(set(decoders) - set(DECODERS))
+    if unknown:
+        print(f"error: unknown decoder {unknown[0]!r}: choose from {', '.join(DECODERS)}", file=sys.stderr)
+        return 2
+    result = run_bench(args.model, n, repeats, ar_model=args.ar_model, params=params, decoders=decoders,
+                       log=lambda m: print(m, file=sys.stderr))
     result["threads"] = args.threads
     result["bench_wall_s"] = time.perf_counter() - t0
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    keys = ("tokens_per_forward", "speedup_vs_ar", "speedup_vs_ar_page_batch", "recording_overhead",
-            "trace_bytes_per_token", "peak_rss_mb", "cer", "decode_s_per_page")
+    keys = ("tokens_per_forward", "tokens_per_verify_forward", "tokens_equal_ar", "speedup_vs_ar",
+            "speedup_vs_ar_page_batch", "recording_overhead", "trace_bytes_per_token", "peak_rss_mb", "cer",
+            "decode_s_per_page")
     print(json.dumps({k: result[k] for k in keys}, indent=1))
     for name, stats in result["spreads"].items():
         print(f"{name}: {ratio_text(stats)}")
