@@ -330,3 +330,67 @@ def sweep_table(sweep: dict) -> str:
         lines.append(f"| diffusion | {p['block_length']} | {p['threshold']} | {100 * p['cer']:.2f} | "
                      f"{p['tokens_per_forward']:.2f} | {p['tokens_per_second']:.0f} | {p['speed_vs_ar']:.2f}x |")
     return "\n".join(lines) + "\n"
+
+
+def run_draft_sweep(model: str = "nano", ar_model: str | None = None, n_pages: int = 4, draft_lengths=(2, 4, 8, 16),
+                    decoders=("self-speculative", "speculative"), one_region_at_a_time: bool = False, log=print) -> dict:
+    """The draft length's curve: per decoder and draft length, tokens per forward (every forward of
+    every model), tokens per verify forward, acceptance, CER and decode time, beside the reference
+    decodes they must equal token for token (the diffusion model's block-length-1 decode for
+    ``self-speculative``, AR for ``speculative``), on the benchmark's pages."""
+    pages = bench_pages(n_pages)
+    ar_model = ar_model or model
+    base = DecodeParams()
+
+    def ids(trace) -> list[list[int]]:
+        return [[t.id for t in r.tokens] for r in trace.regions]
+
+    def measure(decoder: str, spec: str, params) -> dict:
+        runs = [_decode(page, spec, decoder, params, one_region_at_a_time) for page in pages]
+        edits = chars = 0
+        for page, t in zip(pages, runs):
+            ref = page.text or ""
+            edits += round(cer(t.text, ref) * len(ref))
+            chars += len(ref)
+        m = [t.metrics for t in runs]
+        out = {"tokens": sum(x.tokens for x in m), "nfe": sum(x.nfe for x in m), "decode_s": sum(x.decode_s for x in m),
+               "cer": edits / max(1, chars), "ids": [ids(t) for t in runs]}
+        out["tokens_per_forward"] = out["tokens"] / max(1, out["nfe"])
+        if m[0].get("verify_forwards") is not None:
+            out["tokens_per_verify_forward"] = out["tokens"] / max(1, sum(x.verify_forwards for x in m))
+            out["acceptance"] = sum(x.accepted for x in m) / max(1, sum(x.drafted for x in m))
+        return out
+
+    _decode(pages[0], model, "diffusion", replace(base, block_length=1, steps=1), one_region_at_a_time)  # warm-up
+    refs = {"self-speculative": measure("diffusion", model, replace(base, block_length=1, steps=1)),
+            "speculative": measure("ar", ar_model, base)}
+    for name, r in refs.items():
+        log(f"reference of {name}: tpf {r['tokens_per_forward']:.2f}, CER {100 * r['cer']:.2f}%, decode {r['decode_s']:.2f}s")
+    points = []
+    for decoder in decoders:
+        for w in draft_lengths:
+            knobs = {"draft_length": w, **({"verifier": ar_model} if decoder == "speculative" else {})}
+            p = measure(decoder, model, replace(base, more={**base.more, **knobs}))
+            ref = refs[decoder]
+            point = {"decoder": decoder, "draft_length": w, "equal_to_reference": p.pop("ids") == ref["ids"],
+                     "speedup_vs_reference": ref["decode_s"] / max(1e-9, p["decode_s"]), **p}
+            points.append(point)
+            log(f"{decoder} draft {w}: " + json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in point.items()}))
+    for r in refs.values():
+        r.pop("ids")
+    return {"model": model, "ar_model": ar_model, "pages": n_pages, "one_region_at_a_time": one_region_at_a_time,
+            "references": {"self-speculative": {"decoder": "diffusion --block-length 1", **refs["self-speculative"]},
+                           "speculative": {"decoder": "ar", **refs["speculative"]}},
+            "points": points}
+
+
+def draft_sweep_table(sweep: dict) -> str:
+    lines = ["| decoder | draft length | tokens/forward | tokens/verify forward | acceptance | CER % | decode time vs reference | equal to reference |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, r in sweep["references"].items():
+        lines.append(f"| reference of {name}: {r['decoder']} | - | {r['tokens_per_forward']:.2f} | - | - | {100 * r['cer']:.2f} | 1.00x | - |")
+    for p in sweep["points"]:
+        lines.append(f"| {p['decoder']} | {p['draft_length']} | {p['tokens_per_forward']:.2f} | "
+                     f"{p.get('tokens_per_verify_forward', 0):.2f} | {p.get('acceptance', 0):.3f} | {100 * p['cer']:.2f} | "
+                     f"{p['speedup_vs_reference']:.2f}x faster | {'yes' if p['equal_to_reference'] else 'NO'} |")
+    return "\n".join(lines) + "\n"

@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from mudiff_viz.bench.speed import DECODERS, FULL, QUICK, ratio_text, run_bench, run_sweep, sweep_figure, sweep_table
+from mudiff_viz.bench.speed import (DECODERS, FULL, QUICK, draft_sweep_table, ratio_text, run_bench, run_draft_sweep, run_sweep,
+                                    sweep_figure, sweep_table)
 from mudiff_viz.cli.common import add_knob_flags, knobs_from
 from mudiff_viz.decoding.settings import DecodeParams
 
@@ -34,6 +35,8 @@ def register(sub) -> None:
     s.add_argument("--thresholds", default="0.5,0.6,0.7,0.8,0.9,0.95,0.99")
     s.add_argument("--block-lengths", default="8,16,32")
     s.add_argument("--threads", type=int, default=2)
+    s.add_argument("--draft-lengths", help="instead: sweep the draft-and-verify decoders' draft length (e.g. 2,4,8,16)")
+    s.add_argument("--one-region-at-a-time", action="store_true", help="with --draft-lengths: the latency regime")
     s.add_argument("--out", default="docs/results/bench/sweep")
     s.set_defaults(func=cmd_sweep)
 
@@ -70,6 +73,8 @@ def cmd_sweep(args) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
+    if args.draft_lengths:
+        return _draft_sweep(args)
     thresholds = tuple(float(x) for x in args.thresholds.split(","))
     blocks = tuple(int(x) for x in args.block_lengths.split(","))
     sweep = run_sweep(args.model, args.ar_model, args.pages, thresholds, blocks, log=lambda m: print(m, file=sys.stderr))
@@ -84,4 +89,20 @@ def cmd_sweep(args) -> int:
     except Exception as exc:  # kaleido needs a Chromium; the JSON, table and HTML are written anyway
         print(f"note: no PNG ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})", file=sys.stderr)
     print(sweep_table(sweep))
+    return 0
+
+
+def _draft_sweep(args) -> int:
+    try:
+        lengths = tuple(int(x) for x in args.draft_lengths.split(","))
+    except ValueError:
+        print(f"error: --draft-lengths must be comma-separated integers, got {args.draft_lengths!r}", file=sys.stderr)
+        return 2
+    sweep = run_draft_sweep(args.model, args.ar_model, args.pages, lengths, one_region_at_a_time=args.one_region_at_a_time,
+                            log=lambda m: print(m, file=sys.stderr))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "draft-sweep.json").write_text(json.dumps(sweep, indent=2) + "\n")
+    (out / "draft-sweep.md").write_text(draft_sweep_table(sweep))
+    print(draft_sweep_table(sweep))
     return 0
