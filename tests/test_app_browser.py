@@ -125,7 +125,7 @@ def test_samples_keep_the_settings(page):
                            timeout=30_000)
     page.wait_for_timeout(500)
     assert page.locator("#decode-decoder").get_by_label("Autoregressive (AR)").is_checked()
-    page.locator("#decode-decoder").get_by_label("Diffusion").check()
+    page.locator("#decode-decoder").get_by_label("Diffusion", exact=True).check()
     assert page.locator("#decode-block-length input[type=number]").input_value() == "8"
     assert page.locator("#decode-threshold input[type=number]").input_value() == "0.5"
 
@@ -136,6 +136,7 @@ def test_clicking_a_word_occludes_it_and_the_player_outlines_it(page):
     img.wait_for(state="visible")
     page.wait_for_function("() => { const i = document.querySelector('#decode-preview img'); return i && i.complete && i.naturalWidth > 0; }",
                            timeout=30_000)  # visible is not loaded: naturalWidth is 0 until the image arrives
+    img.scroll_into_view_if_needed()  # opening the panel (below the knobs) scrolled the preview up, off the screen
     # the first word of the sample: its box from the page's text layer, in preview pixels
     box = page.evaluate("""() => { const i = document.querySelector('#decode-preview img');
         const r = i.getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, h: r.height, nw: i.naturalWidth}; }""")
