@@ -1,9 +1,13 @@
 /* Player methods: the token card (hover tooltip or pinned card) and pinning. */
-import { GHOST, MASKED, STATE_NAMES } from "./states.js";
+import { GHOST, MASKED, DRAFT, STATE_NAMES, V_DRAFTED, V_ACCEPTED, V_REJECTED, V_DISCARDED, V_BONUS, VERDICT_NAMES } from "./states.js";
 import { el } from "./dom.js";
 import { fmtS, pct, visible } from "./format.js";
 
 export const HINT = "Hover a token or a box for its alternatives; click or tap to pin it here. Keyboard: Tab to the text, arrow keys move between tokens, Enter pins, Esc unpins.";
+// how a committed token of a draft-and-verify trace got there (by its verdict)
+const FINAL_VERDICT = { [V_ACCEPTED]: "an accepted draft", [V_REJECTED]: "the verifier's token in place of a rejected draft",
+  [V_BONUS]: "the verifier's own token (bonus: no draft here)" };
+
 // Player methods: token card
 export class TokenCard {
   narrow() { return !!(this.media && this.media.matches); }
@@ -63,9 +67,10 @@ export class TokenCard {
       head.appendChild(x);
     }
     const status = el("div", "mp-d-status");
-    status.appendChild(el("strong", "", STATE_NAMES[state === GHOST && !this.opts.ghosts ? MASKED : state]));
+    status.appendChild(el("strong", "", STATE_NAMES[(state === GHOST || state === DRAFT) && !this.opts.ghosts ? MASKED : state]));
     if (c >= 0) status.appendChild(el("span", "", ` · committed at forward ${c + 1} (t = ${fmtS(m.time[c])}) with confidence ${pct(m.filler[i] ? (e >= 0 ? m.econf[e] : 0) : m.conf[i])}`));
     else status.appendChild(el("span", "", " · never committed (decode stopped)"));
+    if (m.speculative && m.finalVerdict[i] >= 0) status.appendChild(el("span", "mp-d-verdict", " · " + FINAL_VERDICT[m.finalVerdict[i]]));
     box.appendChild(status);
     if (m.occluded[i]) box.appendChild(el("div", "mp-d-occ", "This word was blanked on the page (occlusion probe): the model had only the context to go on."));
     // top-5 at the current step, else at commit
@@ -96,6 +101,7 @@ export class TokenCard {
     } else {
       box.appendChild(el("div", "mp-d-label", "Not reached yet: no guesses so far."));
     }
+    if (m.speculative) { this.showDraftHistory(box, m, i, s); return; }
     // ghost history
     if (hist.length > 1) {
       let flips = 0;
@@ -115,6 +121,50 @@ export class TokenCard {
     } else if (hist.length === 1 && m.blockwise) {
       box.appendChild(el("div", "mp-d-label", "Committed at the first forward that saw it: no earlier guesses."));
     }
+  }
+  showDraftHistory(box, m, i, s) {
+    // draft and verify: every forward that drafted at this position or verified a draft there, by
+    // which model, with what token and confidence, and the verdict (what replaced a rejected draft)
+    const sp = m.p.speculative || {}, self = sp.drafter === sp.verifier;
+    const hist = m.draftHistory(i).filter((h) => h.verdict !== V_DISCARDED || h.draft >= 0);
+    if (!hist.length) { box.appendChild(el("div", "mp-d-label", "No draft was made or verified here.")); return; }
+    const nd = hist.filter((h) => h.verdict === V_DRAFTED).length;
+    box.appendChild(el("div", "mp-d-label", `Draft history: drafted ${nd} time${nd === 1 ? "" : "s"}, ${hist.length - nd} verdict${hist.length - nd === 1 ? "" : "s"}`));
+    const list = el("ol", "mp-dh");
+    const tok = (id, cls) => el("span", "mp-dh-tok" + (cls ? " " + cls : ""), visible(m.tokenText(id)));
+    hist.forEach((h) => {
+      const li = el("li", VERDICT_NAMES[h.verdict] + (h.tick === s - 1 ? " current" : ""));
+      li.dataset.verdict = VERDICT_NAMES[h.verdict];
+      li.appendChild(el("span", "mp-dh-at", `forward ${h.tick + 1}`));
+      if (h.verdict === V_DRAFTED) {
+        li.appendChild(el("span", "", "drafted"));
+        li.appendChild(tok(h.cand));
+        li.appendChild(el("span", "", `(${pct(h.conf)})`));
+      } else if (h.verdict === V_ACCEPTED) {
+        li.appendChild(el("span", "", "accepted"));
+        li.appendChild(tok(h.draft));
+        li.appendChild(el("span", "", `(verifier ${pct(h.conf)})`));
+      } else if (h.verdict === V_REJECTED) {
+        li.appendChild(el("span", "", "rejected"));
+        li.appendChild(tok(h.draft, "mp-dh-old"));
+        li.appendChild(el("span", "", "→ replaced by"));
+        li.appendChild(tok(h.cand));
+        li.appendChild(el("span", "", `(${pct(h.conf)})`));
+      } else if (h.verdict === V_DISCARDED) {
+        li.appendChild(el("span", "", "discarded"));
+        li.appendChild(tok(h.draft));
+        li.appendChild(el("span", "", "(a draft before it was rejected)"));
+      } else if (h.verdict === V_BONUS) {
+        li.appendChild(el("span", "", "bonus: its own token"));
+        li.appendChild(tok(h.cand));
+        li.appendChild(el("span", "", `(${pct(h.conf)}, no draft here)`));
+      }
+      const role = h.verdict === V_DRAFTED ? "drafter" : "verifier";
+      const who = self ? `${sp.drafter}, as ${role}` : h.verifier ? sp.verifier : sp.drafter;
+      li.appendChild(el("span", "mp-dh-who", who));
+      list.appendChild(li);
+    });
+    box.appendChild(list);
   }
   unpin() {
     this.pinned = null;

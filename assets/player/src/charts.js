@@ -12,6 +12,9 @@ export const CHARTS = [
   { key: "progress", title: "Text committed so far", kind: "progress", max: 1 },
 ];
 export const LINES_CHART = { key: "lines", title: "Lines still decoding (AR has no masks)", y: (ser, k) => ser.regions[k], kind: "area" };
+// draft and verify: what each forward's verification kept (the readout says of how many)
+export const DRAFTS_CHART = { key: "drafts", title: "Drafts accepted per forward", y: (ser, k, m) => (m.speculative ? m.draftsAccepted[k] : 0), kind: "bar",
+  read: (ser, k, m) => (m.speculative ? `${m.draftsAccepted[k]} of ${m.draftsVerified[k]} verified` : "–") };
 export const ORDER_CHART = { key: "order", title: "Decoding order: step within its block vs position in the block", kind: "order" };
 export const PADL = 3, PADR = 3;
 
@@ -20,7 +23,8 @@ export class Charts {
     this.player = player;
     this.root = el("div", "mp-charts");
     const allAr = player.models.every((m) => !m.blockwise);
-    const defs = CHARTS.map((c) => (c.key === "masks_left" && allAr ? LINES_CHART : c));
+    const allSpec = player.models.every((m) => m.speculative);
+    const defs = CHARTS.map((c) => (c.key === "masks_left" && allSpec ? DRAFTS_CHART : c.key === "masks_left" && allAr ? LINES_CHART : c));
     if (player.models.some((m) => m.order)) defs.push(ORDER_CHART);
     this.charts = defs.map((c) => {
       const box = el("figure", "mp-chart");
@@ -210,7 +214,7 @@ export class Charts {
           const a = ser.conf_mean[k], b = ser.conf_min[k];
           return who + (a == null ? "–" : `mean ${a.toFixed(2)}, min ${b.toFixed(2)}`);
         }
-        return who + String(ch.c.y(ser, k, m));
+        return who + (ch.c.read ? ch.c.read(ser, k, m) : String(ch.c.y(ser, k, m)));
       });
       const t = parts.join(" · ");
       if (t !== ch._t) { ch.read.textContent = t; ch._t = t; }

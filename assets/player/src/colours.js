@@ -25,4 +25,8 @@ export const RAMPS = { confidence: buildRamp(CIVIDIS, 0.3), commit: buildRamp(VI
 // "correct vs ground truth": index 0 wrong (Okabe-Ito orange), 50 unknown (grey), 100 right (sky blue)
 RAMPS.correct = RAMPS.confidence.map((_, i) => (i < 25 ? { bg: "#f3c677", fg: "#111", solid: "#e69f00" }
   : i > 75 ? { bg: "#b9dcf2", fg: "#111", solid: "#56b4e9" } : { bg: "#e3e5e8", fg: "#111", solid: "#b0b4ba" }));
+// "draft verdict" (draft-and-verify traces): 100 an accepted draft (Okabe-Ito bluish green), 0 the
+// verifier's token in place of a rejected draft (vermilion), 50 the verifier's own token (grey)
+RAMPS.verdict = RAMPS.confidence.map((_, i) => (i < 25 ? { bg: "#f4c09b", fg: "#111", solid: "#d55e00" }
+  : i > 75 ? { bg: "#b3e0d0", fg: "#111", solid: "#009e73" } : { bg: "#e3e5e8", fg: "#111", solid: "#b0b4ba" }));
 export const PANE_COLOURS = ["#0072b2", "#d55e00", "#009e73", "#cc79a7"]; // Okabe-Ito

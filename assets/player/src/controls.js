@@ -90,6 +90,7 @@ export class Controls {
   updateColourModes() {
     const modes = [["confidence", "confidence"], ["commit", "commit step"]];
     if (this.models.some((m) => (m.p.slots.correct || []).some((c) => c >= 0))) modes.push(["correct", "right vs ground truth"]);
+    if (this.models.some((m) => m.speculative)) modes.push(["verdict", "draft verdict"]);
     if (!modes.some(([v]) => v === this.opts.colourBy)) this.opts.colourBy = "confidence";
     const sel = this.colourSel;
     const have = Array.from(sel.options).map((o) => o.value).join();

@@ -1,5 +1,6 @@
 /* A pane's header line and the caption that explains the frame in words. */
 import { fmtS } from "./format.js";
+import { V_DRAFTED, V_ACCEPTED, V_REJECTED, V_DISCARDED, V_BONUS } from "./states.js";
 
 // Pane methods: header and caption
 export class PaneHeader {
@@ -22,6 +23,13 @@ export class PaneHeader {
       if (s === 0) parts.push(`block 1${of(B)}`, `step 0/${live ? "?" : ser.steps[0] || 0}`);
       else parts.push(`block ${(ser.block[k] == null ? 0 : ser.block[k]) + 1}${of(B)}`, `step ${ser.step[k]}/${stepsOf(k)}`);
       parts.push(`masks left ${nMasked}`, `committed this step ${nNow}`);
+    } else if (m.speculative) {
+      const c = this.verdictCounts(s);
+      parts.push(`forward ${s}${of(m.N)}`, `lines decoding ${s === 0 ? p.regions.length : nActive}`,
+        `drafts verified ${c[V_ACCEPTED] + c[V_REJECTED] + c[V_DISCARDED]}`, `committed this step ${nNow}`);
+      if (live) parts.push("decoding, totals not known yet");
+      this.setHeader(parts, this.explainDrafts(s, c));
+      return;
     } else {
       parts.push(`token step ${s}${of(m.N)}`, `lines decoding ${s === 0 ? p.regions.length : nActive}`, `committed this step ${nNow}`);
     }
@@ -32,6 +40,42 @@ export class PaneHeader {
     const text = parts.join(" · ");
     if (text !== this._headerText) { this.header.textContent = text; this._headerText = text; }
     if (caption !== this._caption) { this.caption.textContent = caption; this._caption = caption; }
+  }
+  verdictCounts(s) {
+    // entries of forward s - 1 by verdict (drafted, accepted, rejected, discarded, bonus)
+    const m = this.m, c = [0, 0, 0, 0, 0];
+    if (s < 1 || s > m.N) return c;
+    for (let e = m.tickStart[s - 1]; e < m.tickStart[s]; e++) {
+      const v = m.everdict[e];
+      if (v === V_DISCARDED && m.edraft[e] < 0) continue; // a query past the drafts: nothing was thrown away
+      if (v >= 0) c[v]++;
+    }
+    return c;
+  }
+  explainDrafts(s, c) {
+    // draft and verify: what this forward verified and what it drafted, in words
+    const m = this.m, p = m.p, sp = p.speculative || {};
+    const n = (k, one, many) => (k === 1 ? `1 ${one}` : `${k} ${many || one + "s"}`);
+    if (s === 0) {
+      return `Start: the page is encoded (prefill ${fmtS(m.prefill)}). ` + (sp.drafter === sp.verifier
+        ? `${sp.drafter} drafts the next tokens in one forward and verifies them in its next one (self-speculative).`
+        : `${sp.drafter} drafts the next tokens, ${sp.verifier} verifies them in one forward (speculative).`);
+    }
+    let verifier = false;
+    for (let e = m.tickStart[s - 1]; e < m.tickStart[s]; e++) if (m.erole[e]) { verifier = true; break; }
+    const who = sp.drafter === sp.verifier ? sp.drafter : verifier ? sp.verifier : sp.drafter;
+    const parts = [];
+    const checked = c[V_ACCEPTED] + c[V_REJECTED] + c[V_DISCARDED];
+    if (checked) {
+      let t = `verified ${n(checked, "draft")}: ${c[V_ACCEPTED]} accepted`;
+      if (c[V_REJECTED]) t += `, ${c[V_REJECTED]} rejected and replaced by its own token`;
+      if (c[V_DISCARDED]) t += `, ${c[V_DISCARDED]} discarded (after the rejected one)`;
+      parts.push(t);
+    }
+    if (c[V_BONUS]) parts.push(`committed ${n(c[V_BONUS], "token")} of its own past the drafts (bonus)`);
+    if (c[V_DRAFTED]) parts.push(`drafted ${n(c[V_DRAFTED], "position")} for the next forward to verify`);
+    if (!parts.length) parts.push("nothing to verify or draft");
+    return `Forward ${s} (${who}): ${parts.join("; ")}.`;
   }
   explain(s, nNow) {
     const m = this.m, p = m.p, ser = p.series, k = s - 1;

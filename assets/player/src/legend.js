@@ -13,6 +13,15 @@ export class Legend {
       ["st-now", "committed this step", "a"], ["st-done", "committed earlier", "a"], ["st-done low", "low confidence (< " + this.opts.underline + ")", "a"],
       ["st-done special", "end of text (the model's stop token, whatever its tokenizer calls it)", EOS_MARK],
       ["filler st-done", "filled after the end of text: shown while its block is open, then dropped (Keep discarded shows them)", FILLER_GLYPH]];
+    if (this.models.some((m) => m.speculative)) {
+      // draft and verify: a ghost guess never shows there; the states a draft goes through do
+      if (this.models.every((m) => m.speculative)) states.splice(2, 1);
+      states.splice(2, 0, ["st-draft", "draft: proposed, not verified yet (faded by confidence)", "d"],
+        ["st-now v-accepted", "draft accepted by the verifier", "a"],
+        ["st-now v-rejected", "draft rejected (struck through), the verifier's token in its place", "b"],
+        ["st-discarded", "draft discarded: it came after a rejected one", "c"],
+        ["st-now v-bonus", "bonus: the verifier's own token, past the drafts", "e"]);
+    }
     if (this.models.some((m) => m.hasOcclusion)) states.push(["st-done occ", "word blanked on the page (occlusion probe): dashed outline on the page, dashed underline in the text", "ab"]);
     const stBox = el("div", "mp-legend-states");
     states.forEach(([cls, label, sample]) => {
@@ -21,15 +30,19 @@ export class Legend {
       const sw = el("span", "mp-swatch " + cls, sample || "·");
       if (/^(st-now|st-done|token st-done)/.test(cls)) { sw.style.background = RAMPS.confidence[90].bg; sw.style.color = RAMPS.confidence[90].fg; }
       if (cls === "st-done low") { sw.style.background = RAMPS.confidence[30].bg; sw.style.color = RAMPS.confidence[30].fg; }
-      if (cls === "st-ghost") sw.style.color = "color-mix(in srgb, var(--mp-fg) 55%, transparent)";
+      if (cls === "st-now v-rejected") sw.dataset.draft = "x";
+      if (cls === "st-ghost" || cls === "st-draft") sw.style.color = "color-mix(in srgb, var(--mp-fg) 55%, transparent)";
       item.appendChild(sw);
       item.appendChild(el("span", "", label));
       stBox.appendChild(item);
     });
     lg.appendChild(stBox);
-    if (this.opts.colourBy === "correct") {
+    if (this.opts.colourBy === "correct" || this.opts.colourBy === "verdict") {
       const box = el("div", "mp-legend-ramp");
-      [["correct", RAMPS.correct[100]], ["differs from the ground truth", RAMPS.correct[0]], ["no ground truth", RAMPS.correct[50]]].forEach(([label, c]) => {
+      const keys = this.opts.colourBy === "correct"
+        ? [["correct", RAMPS.correct[100]], ["differs from the ground truth", RAMPS.correct[0]], ["no ground truth", RAMPS.correct[50]]]
+        : [["an accepted draft", RAMPS.verdict[100]], ["the verifier's token for a rejected draft", RAMPS.verdict[0]], ["the verifier's own (bonus)", RAMPS.verdict[50]]];
+      keys.forEach(([label, c]) => {
         const sw = el("span", "mp-swatch", "a");
         sw.style.background = c.bg;
         sw.style.color = c.fg;

@@ -1,5 +1,5 @@
 /* One trace: its indexes, and the state of every slot at a frame (TraceModel.compute). */
-import { UNREACHED, MASKED, GHOST, NOW, DONE, HIDDEN } from "./states.js";
+import { UNREACHED, MASKED, GHOST, NOW, DONE, HIDDEN, DRAFT, DISCARDED, V_DRAFTED, V_ACCEPTED, V_REJECTED, V_DISCARDED, V_BONUS } from "./states.js";
 
 // ---- one trace: indexes and per-frame state ------------------------------------------------
 export class TraceModel {
@@ -26,6 +26,31 @@ export class TraceModel {
     this.etopP = Float32Array.from(e.topk_p, (v) => v / 1000);
     this.tickStart = Int32Array.from(e.tick_start);
     this.maskIds = new Set(p.mask_ids || []);
+    // draft and verify: per entry its verdict, the draft it verified (-1: none), whether the verifier
+    // model ran its forward; per slot the verdict that committed it (-1: none)
+    this.speculative = !!e.verdict;
+    if (this.speculative) {
+      this.everdict = Int8Array.from(e.verdict);
+      this.edraft = Int32Array.from(e.draft);
+      this.erole = Uint8Array.from(e.role);
+      this.finalVerdict = new Int8Array(s.region.length).fill(-1);
+      for (let j = 0; j < this.everdict.length; j++) {
+        const v = this.everdict[j];
+        if (this.ecommit[j] && (v === V_ACCEPTED || v === V_REJECTED || v === V_BONUS)) this.finalVerdict[this.eslot[j]] = v;
+      }
+      // per forward: drafts it verified (discarded ones included) and accepted
+      this.draftsVerified = new Int32Array(this.N);
+      this.draftsAccepted = new Int32Array(this.N);
+      for (let k = 0; k < this.N; k++) {
+        for (let j = this.tickStart[k]; j < this.tickStart[k + 1]; j++) {
+          const v = this.everdict[j];
+          if (v === V_ACCEPTED || v === V_REJECTED || (v === V_DISCARDED && this.edraft[j] >= 0)) this.draftsVerified[k]++;
+          if (v === V_ACCEPTED) this.draftsAccepted[k]++;
+        }
+      }
+      this.verdictAt = new Int8Array(s.region.length); // per frame: the verdict at each slot (-1: none)
+      this.verifiedAt = new Int32Array(s.region.length); // ... and the entry that gave it
+    }
     // entries per slot (CSR) for ghost histories; the entry's tick from tickStart
     const counts = new Int32Array(this.n + 1);
     for (let i = 0; i < this.eslot.length; i++) counts[this.eslot[i] + 1]++;
@@ -155,7 +180,46 @@ export class TraceModel {
         if (!this.ecommit[e] && st[i] === MASKED && !this.maskIds.has(this.ecand[e])) st[i] = GHOST;
       }
     }
+    if (this.speculative) this.computeDrafts(last);
     return s;
+  }
+  computeDrafts(last) {
+    // forward `last` verified drafts (accepted, rejected, discarded, bonus) and proposed new ones: a
+    // position verified and drafted again in one forward shows its new draft
+    const st = this.state, ea = this.entryAt, va = this.verdictAt, ve = this.verifiedAt;
+    va.fill(-1);
+    ve.fill(-1);
+    if (last < 0) return;
+    const a = this.tickStart[last], b = this.tickStart[last + 1];
+    for (let e = a; e < b; e++) {
+      const v = this.everdict[e], i = this.eslot[e];
+      if (v === V_DRAFTED || v < 0) continue;
+      va[i] = v;
+      ve[i] = e;
+      if (st[i] === NOW) ea[i] = e;
+      else if (st[i] === MASKED || st[i] === GHOST) {
+        st[i] = v === V_DISCARDED && this.edraft[e] >= 0 ? DISCARDED : MASKED;
+        ea[i] = e;
+      }
+    }
+    for (let e = a; e < b; e++) {
+      const i = this.eslot[e];
+      if (this.everdict[e] !== V_DRAFTED) continue;
+      if (st[i] === MASKED || st[i] === GHOST || st[i] === DISCARDED) { st[i] = DRAFT; ea[i] = e; }
+    }
+  }
+  draftHistory(i) {
+    // the slot's drafts and verdicts over forwards: [{tick, verdict, cand, conf, draft, verifier, e}]
+    const out = [];
+    for (let j = this.slotEntryStart[i]; j < this.slotEntryStart[i + 1]; j++) {
+      const e = this.slotEntries[j];
+      if (this.everdict[e] < 0) continue;
+      out.push({ tick: this.entryTick[e], verdict: this.everdict[e], cand: this.ecand[e], conf: this.econf[e],
+        draft: this.edraft[e], verifier: !!this.erole[e], e });
+    }
+    // one forward: its verdict first, then its new draft (the order the record gives)
+    out.sort((x, y) => x.tick - y.tick || (x.verdict === V_DRAFTED) - (y.verdict === V_DRAFTED) || x.e - y.e);
+    return out;
   }
   history(i) {
     // the slot's guesses over forwards: [{tick, cand, conf, committed}]

@@ -1,11 +1,15 @@
 /* One pane: header, text and page overlay of one trace, drawn at a frame. */
 import { RAMPS } from "./colours.js";
-import { UNREACHED, MASKED, GHOST, NOW, DONE, HIDDEN, STATE_CLASS } from "./states.js";
+import { UNREACHED, MASKED, GHOST, NOW, DONE, HIDDEN, DRAFT, DISCARDED, STATE_CLASS, VERDICT_CLASS, V_REJECTED } from "./states.js";
 import { el, mixin, scrollWithin } from "./dom.js";
 import { MASK_GLYPH, FILLER_GLYPH, SPECIAL, EOS_MARK, displayToken } from "./format.js";
 import { TokenText } from "./tokens.js";
 import { PageOverlay } from "./page.js";
 import { PaneHeader } from "./header.js";
+
+// "verdict" colour mode: the ramp index of a committed token's verdict (none, drafted, accepted,
+// rejected, discarded, bonus): accepted drafts one end, the verifier's corrections the other
+const VERDICT_RAMP_INDEX = [50, 50, 100, 0, 50, 50];
 
 // ---- one pane: header, text, page overlay --------------------------------------------------
 export class Pane {
@@ -58,39 +62,52 @@ export class Pane {
     const correct = p.slots.correct;
     const N = Math.max(1, m.N - 1), under = opts.underline, ghosts = opts.ghosts;
     const occl = m.occluded;
+    // draft and verify: the verdict this forward gave a position (-1: none, or not such a trace)
+    const spec = m.speculative, va = spec ? m.verdictAt : null;
     // the header counts what is drawn: cells shown masked (or as a guess) and cells committed now
     let nMasked = 0, nNow = 0;
     for (let i = 0; i < m.n; i++) {
       let state = st[i];
       const e = ea[i];
-      if (state === MASKED || state === GHOST) nMasked++;
+      if (state === MASKED || state === GHOST || state === DRAFT || state === DISCARDED) nMasked++;
       else if (state === NOW) nNow++;
       let cand = -1, conf = 0;
-      if (state === GHOST) {
+      if (state === GHOST || state === DRAFT) {
         if (ghosts) { cand = m.ecand[e]; conf = m.econf[e]; } else state = MASKED;
+      } else if (state === DISCARDED) {
+        cand = m.edraft[e];
       } else if (state === NOW || state === DONE) {
         conf = m.conf[i];
       }
       let ci = 0;
       if (state === NOW || state === DONE) {
         ci = colourBy === "commit" ? Math.round(100 * m.commit[i] / N)
-          : colourBy === "correct" ? (correct && correct[i] >= 0 ? 100 * correct[i] : 50) : Math.round(100 * conf);
+          : colourBy === "correct" ? (correct && correct[i] >= 0 ? 100 * correct[i] : 50)
+          : colourBy === "verdict" ? (spec ? VERDICT_RAMP_INDEX[m.finalVerdict[i] + 1] : 50) : Math.round(100 * conf);
       }
-      else if (state === GHOST) ci = Math.round(100 * conf);
+      else if (state === GHOST || state === DRAFT) ci = Math.round(100 * conf);
       const low = (state === NOW || state === DONE) && conf < under ? 1 : 0;
-      const key = state + 8 * (ci + 128 * (low + 2 * (cand + 1)));
+      const verdict = spec && state === NOW ? va[i] : -1; // marked on the frame that committed it
+      let key = state + 8 * (ci + 128 * (low + 2 * (cand + 1)));
+      if (spec) key += 1e9 * (verdict + 1);
       if (key !== this.lastKey[i]) {
         this.lastKey[i] = key;
         const sp = this.spans[i];
         let raw = null;
         if (state === NOW || state === DONE) raw = m.stop[i] || m.filler[i] ? m.tokenText(m.ids[i]) : p.slots.text[i];
-        else if (state === GHOST) raw = m.tokenText(cand);
+        else if (state === GHOST || state === DRAFT || state === DISCARDED) raw = m.tokenText(cand);
         let cls = (m.filler[i] ? "filler " : "token ") + STATE_CLASS[state];
         if (low) cls += " low";
         if (m.stop[i] || (raw !== null && SPECIAL.test(raw))) cls += " special";
         if (occl[i]) cls += " occ";
         if (this.selected === i) cls += " sel";
+        if (verdict >= 0) cls += " " + VERDICT_CLASS[verdict];
         sp.className = cls;
+        if (spec) {
+          // a rejected draft: struck through (CSS, from this attribute), then the verifier's token
+          if (verdict === V_REJECTED) sp.dataset.draft = displayToken(m.tokenText(m.edraft[m.verifiedAt[i]]));
+          else if (sp.dataset.draft !== undefined) delete sp.dataset.draft;
+        }
         if ((state === NOW || state === DONE) && m.filler[i]) {
           // a position after the end-of-text token: the model committed it, the text discards it;
           // one grey pip each keeps the block's work visible without drowning the line in "EOS EOS"
@@ -102,9 +119,13 @@ export class Pane {
           sp.style.background = c.bg;
           sp.style.color = c.fg;
           sp.textContent = m.stop[i] ? EOS_MARK : displayToken(raw);
-        } else if (state === GHOST) {
+        } else if (state === GHOST || state === DRAFT) {
           sp.style.background = "";
           sp.style.color = this.player.ghostColours[ci];
+          sp.textContent = displayToken(raw);
+        } else if (state === DISCARDED) {
+          sp.style.background = "";
+          sp.style.color = "";
           sp.textContent = displayToken(raw);
         } else {
           sp.style.background = "";
@@ -117,11 +138,12 @@ export class Pane {
           if (low) rc += " low";
           if (occl[i]) rc += " occ";
           if (this.selected === i) rc += " sel";
+          if (verdict >= 0) rc += " " + VERDICT_CLASS[verdict];
           r.setAttribute("class", rc);
           if (state === NOW || state === DONE) r.setAttribute("fill", ramp[ci].solid);
-          else if (state === GHOST) { r.setAttribute("fill", RAMPS.confidence[ci].solid); r.setAttribute("fill-opacity", String(0.1 + 0.35 * conf)); }
+          else if (state === GHOST || state === DRAFT) { r.setAttribute("fill", RAMPS.confidence[ci].solid); r.setAttribute("fill-opacity", String(0.1 + 0.35 * conf)); }
           else r.removeAttribute("fill");
-          if (state !== GHOST) r.removeAttribute("fill-opacity");
+          if (state !== GHOST && state !== DRAFT) r.removeAttribute("fill-opacity");
         }
       }
     }
