@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from mudiff_viz.core.trace import ACCEPTED, DRAFTED, REJECTED
-from tests.test_player_browser import DESKTOP, PHONE, Opened, scrub  # noqa: F401  (the fixture below uses them)
+from tests.test_player_browser import DESKTOP, PHONE, Opened, scrub
 from tests.ui_support import SAMPLE, require_chromium
 
 require_chromium()
@@ -132,3 +132,22 @@ def test_the_card_lists_the_draft_history(opened, spec):
     # the legend names the draft states
     legend = pg.eval_on_selector_all("#player .mp-legend-item", "xs => xs.map(x => x.dataset.legend)")
     assert {"st-draft", "st-now v-accepted", "st-now v-rejected", "st-discarded", "st-now v-bonus"} <= set(legend)
+
+
+def test_phones_see_a_key_of_the_draft_states(browser, tmp_path, spec):
+    """The full legend folds away on a phone; the key of the draft states stays under the caption."""
+    from mudiff_viz.views.export import standalone_html_from_payload
+
+    path = tmp_path / "phone.html"
+    path.write_text(standalone_html_from_payload(spec[1], "self-speculative"), encoding="utf-8")
+    o = Opened(browser, path, PHONE, touch=True)
+    try:
+        pg = o.pg
+        assert not pg.is_visible("#player .mp-legend")
+        key = pg.eval_on_selector("#player .mp-pane .mp-draft-key", """k => ({w: k.getBoundingClientRect().right,
+            text: k.textContent, shown: k.getBoundingClientRect().height > 0})""")
+        assert key["shown"] and key["w"] <= PHONE["width"]
+        for word in ("draft", "accepted", "rejected", "discarded", "bonus"):
+            assert word in key["text"]
+    finally:
+        o.close()

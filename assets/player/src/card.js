@@ -153,7 +153,7 @@ export class TokenCard {
       } else if (h.verdict === V_DISCARDED) {
         li.appendChild(el("span", "", "discarded"));
         li.appendChild(tok(h.draft));
-        li.appendChild(el("span", "", "(a draft before it was rejected)"));
+        li.appendChild(el("span", "", "(unverified: an earlier draft was rejected, or the text ended before it)"));
       } else if (h.verdict === V_BONUS) {
         li.appendChild(el("span", "", "bonus: its own token"));
         li.appendChild(tok(h.cand));

@@ -65,7 +65,7 @@ export class Controls {
     ghosts.type = "checkbox";
     ghosts.checked = !!this.opts.ghosts; // the option outlives a result: the box shows it
     ghosts.addEventListener("change", () => { this.opts.ghosts = ghosts.checked; this.redraw(true); });
-    field("Show guesses", ghosts);
+    field(this.models.some((m) => m.speculative) ? "Show guesses and drafts" : "Show guesses", ghosts);
     const fillers = el("input", "mp-fillers");
     fillers.type = "checkbox";
     fillers.checked = !!this.opts.keepFiller;

@@ -69,7 +69,7 @@ export class PaneHeader {
     if (checked) {
       let t = `verified ${n(checked, "draft")}: ${c[V_ACCEPTED]} accepted`;
       if (c[V_REJECTED]) t += `, ${c[V_REJECTED]} rejected and replaced by its own token`;
-      if (c[V_DISCARDED]) t += `, ${c[V_DISCARDED]} discarded (after the rejected one)`;
+      if (c[V_DISCARDED]) t += `, ${c[V_DISCARDED]} discarded (${c[V_REJECTED] ? "after the rejected one" : "past the end of the text"})`;
       parts.push(t);
     }
     if (c[V_BONUS]) parts.push(`committed ${n(c[V_BONUS], "token")} of its own past the drafts (bonus)`);

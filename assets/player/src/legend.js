@@ -19,7 +19,7 @@ export class Legend {
       states.splice(2, 0, ["st-draft", "draft: proposed, not verified yet (faded by confidence)", "d"],
         ["st-now v-accepted", "draft accepted by the verifier", "a"],
         ["st-now v-rejected", "draft rejected (struck through), the verifier's token in its place", "b"],
-        ["st-discarded", "draft discarded: it came after a rejected one", "c"],
+        ["st-discarded", "draft discarded unverified: it came after a rejected one (or after the end of text)", "c"],
         ["st-now v-bonus", "bonus: the verifier's own token, past the drafts", "e"]);
     }
     if (this.models.some((m) => m.hasOcclusion)) states.push(["st-done occ", "word blanked on the page (occlusion probe): dashed outline on the page, dashed underline in the text", "ab"]);

@@ -11,6 +11,25 @@ import { PaneHeader } from "./header.js";
 // rejected, discarded, bonus): accepted drafts one end, the verifier's corrections the other
 const VERDICT_RAMP_INDEX = [50, 50, 100, 0, 50, 50];
 
+// draft and verify: a one-line key of the draft states under the caption, on every screen (the full
+// legend folds away on phones), so that a struck-through token reads as a rejected draft at once
+const DRAFT_KEY = [["st-draft", "d", "draft"], ["st-now v-accepted", "a", "accepted"],
+  ["st-now v-rejected", "b", "rejected, then the verifier's token"], ["st-discarded", "c", "discarded"], ["st-now v-bonus", "e", "bonus"]];
+function draftKey() {
+  const key = el("div", "mp-draft-key");
+  key.appendChild(el("span", "mp-draft-key-title", "Drafts:"));
+  DRAFT_KEY.forEach(([cls, sample, label]) => {
+    const item = el("span", "mp-legend-item");
+    const sw = el("span", "mp-swatch " + cls, sample);
+    if (cls.startsWith("st-now")) { sw.style.background = RAMPS.confidence[90].bg; sw.style.color = RAMPS.confidence[90].fg; }
+    if (cls === "st-now v-rejected") sw.dataset.draft = "x";
+    item.appendChild(sw);
+    item.appendChild(el("span", "", label));
+    key.appendChild(item);
+  });
+  return key;
+}
+
 // ---- one pane: header, text, page overlay --------------------------------------------------
 export class Pane {
   constructor(player, model, index, compact) {
@@ -33,6 +52,7 @@ export class Pane {
     head.appendChild(this.header);
     this.caption = el("div", "mp-caption");
     head.appendChild(this.caption);
+    if (model.speculative) head.appendChild(draftKey());
     this.root.appendChild(head);
     const body = el("div", compact ? "mp-body mp-body-compact" : "mp-body");
     this.pageBox = el("div", "mp-page");
