@@ -151,3 +151,26 @@ def test_phones_see_a_key_of_the_draft_states(browser, tmp_path, spec):
             assert word in key["text"]
     finally:
         o.close()
+
+
+def test_a_comparison_marks_only_the_speculative_pane(opened, spec):
+    """AR and self-speculative on one clock: the draft key and states belong to the speculative pane;
+    the AR pane draws as it always has."""
+    from mudiff_viz.decoding.pipeline import decode_page, make_params
+    from mudiff_viz.inputs.pages import load_page
+    from mudiff_viz.views.player import compare_payload, player_payload
+
+    ar = decode_page(load_page(str(SAMPLE)), "nano-subword", "ar", make_params(max_new_tokens=24))
+    both = compare_payload([player_payload(ar), spec[1]])
+    pg = opened
+    pg.evaluate("p => document.getElementById('player').__mudiffPlayer.load(p)", both)
+    c = verdict_cases(spec[0], spec[1], REJECTED)[0]
+    scrub(pg, c["verified_at"] + 1)
+    panes = pg.eval_on_selector_all("#player .mp-pane", """ps => ps.map(p => ({key: !!p.querySelector('.mp-draft-key'),
+        marked: p.querySelectorAll('.mp-text .st-draft, .mp-text .v-accepted, .mp-text .v-rejected, .mp-text .v-bonus, .mp-text .st-discarded').length,
+        header: p.querySelector('.mp-header').textContent}))""")
+    assert [p["key"] for p in panes] == [False, True]
+    assert panes[0]["marked"] == 0 and panes[1]["marked"] > 0
+    assert "token step" in panes[0]["header"] and "drafts verified" in panes[1]["header"]
+    legend = pg.eval_on_selector_all("#player .mp-legend-item", "xs => xs.map(x => x.dataset.legend)")
+    assert "st-ghost" in legend and "st-draft" in legend  # both kinds of pane are on screen
