@@ -101,7 +101,7 @@ export class TokenCard {
     } else {
       box.appendChild(el("div", "mp-d-label", "Not reached yet: no guesses so far."));
     }
-    if (m.speculative) { this.showDraftHistory(box, m, i, s); return; }
+    if (m.speculative) { this.showDraftHistory(box, m, i, s, pinned); return; }
     // ghost history
     if (hist.length > 1) {
       let flips = 0;
@@ -122,7 +122,7 @@ export class TokenCard {
       box.appendChild(el("div", "mp-d-label", "Committed at the first forward that saw it: no earlier guesses."));
     }
   }
-  showDraftHistory(box, m, i, s) {
+  showDraftHistory(box, m, i, s, pinned) {
     // draft and verify: every forward that drafted at this position or verified a draft there, by
     // which model, with what token and confidence, and the verdict (what replaced a rejected draft)
     const sp = m.p.speculative || {}, self = sp.drafter === sp.verifier;
@@ -131,6 +131,12 @@ export class TokenCard {
     const nd = hist.filter((h) => h.verdict === V_DRAFTED).length;
     box.appendChild(el("div", "mp-d-label", `Draft history: drafted ${nd} time${nd === 1 ? "" : "s"}, ${hist.length - nd} verdict${hist.length - nd === 1 ? "" : "s"}`));
     const list = el("ol", "mp-dh");
+    // the floating tooltip keeps to the latest rows; the pinned card lists them all
+    const TIP_ROWS = 6;
+    if (!pinned && hist.length > TIP_ROWS) {
+      list.appendChild(el("li", "mp-dh-more", `… ${hist.length - TIP_ROWS} earlier (click to pin the card: all of them)`));
+      hist.splice(0, hist.length - TIP_ROWS);
+    }
     const tok = (id, cls) => el("span", "mp-dh-tok" + (cls ? " " + cls : ""), visible(m.tokenText(id)));
     hist.forEach((h) => {
       const li = el("li", VERDICT_NAMES[h.verdict] + (h.tick === s - 1 ? " current" : ""));
@@ -153,7 +159,7 @@ export class TokenCard {
       } else if (h.verdict === V_DISCARDED) {
         li.appendChild(el("span", "", "discarded"));
         li.appendChild(tok(h.draft));
-        li.appendChild(el("span", "", "(unverified: an earlier draft was rejected, or the text ended before it)"));
+        li.appendChild(el("span", "", "(unverified: after a rejected draft or the end of text)"));
       } else if (h.verdict === V_BONUS) {
         li.appendChild(el("span", "", "bonus: its own token"));
         li.appendChild(tok(h.cand));

@@ -24,7 +24,8 @@ export class Charts {
     this.root = el("div", "mp-charts");
     const allAr = player.models.every((m) => !m.blockwise);
     const allSpec = player.models.every((m) => m.speculative);
-    const defs = CHARTS.map((c) => (c.key === "masks_left" && allSpec ? DRAFTS_CHART : c.key === "masks_left" && allAr ? LINES_CHART : c));
+    const defs = CHARTS.map((c) => (c.key === "masks_left" && allSpec ? DRAFTS_CHART : c.key === "masks_left" && allAr ? LINES_CHART
+      : c.key === "conf" && allSpec ? { ...c, title: "Confidence of drafts and verifications: min and mean" } : c));
     if (player.models.some((m) => m.order)) defs.push(ORDER_CHART);
     this.charts = defs.map((c) => {
       const box = el("figure", "mp-chart");
