@@ -94,13 +94,15 @@ def test_a_draft_is_a_ghost_then_struck_through_and_replaced(opened, spec):
     assert {"st-now", "v-rejected"} <= set(s["cls"].split())
     assert s["draft"] == shown(trace, c["draft"]) and s["text"] == shown(trace, c["token"])
     assert "line-through" in s["struck"] and s["before"] != "none"
-    if box_class(pg, c["i"]) is not None:
+    if box_class(pg, c["i"]) is not None:  # on the page: its box outlined and struck through
         assert {"st-now", "v-rejected"} <= set(box_class(pg, c["i"]).split())
+        assert pg.locator(f"#player .mp-strikes [data-i='{c['i']}']").count() == 1
     caption = pg.inner_text("#player .mp-caption")
     assert f"Forward {c['verified_at'] + 1}" in caption and "rejected and replaced" in caption
     scrub(pg, c["verified_at"] + 2)  # a frame later it is plain committed text
     s = span(pg, c["i"])
     assert "st-done" in s["cls"].split() and "v-rejected" not in s["cls"] and s["draft"] is None
+    assert pg.locator(f"#player .mp-strikes [data-i='{c['i']}']").count() == 0
 
 
 def test_an_accepted_draft_is_marked_confirmed(opened, spec):

@@ -84,6 +84,9 @@ export class PageOverlay {
       });
       boxLayer.parentNode.appendChild(boxLayer); // boxes on top
     }
+    // draft and verify: a rejected draft's box is struck through on the frame that rejected it
+    this.strikeLayer = m.speculative ? sv("g", { class: "mp-strikes" }, onPage) : null;
+    if (this.strikeLayer) this.strikeLayer.setAttribute("pointer-events", "none");
     // the scale at which page text reads on a phone: its median token (else line) box ~20 px tall
     const hs = [];
     for (let i = 0; i < m.n && hs.length < 400; i++) if (boxes[i]) hs.push(boxes[i][3] - boxes[i][1]);

@@ -1,7 +1,7 @@
 /* One pane: header, text and page overlay of one trace, drawn at a frame. */
 import { RAMPS } from "./colours.js";
 import { UNREACHED, MASKED, GHOST, NOW, DONE, HIDDEN, DRAFT, DISCARDED, STATE_CLASS, VERDICT_CLASS, V_REJECTED } from "./states.js";
-import { el, mixin, scrollWithin } from "./dom.js";
+import { el, sv, mixin, scrollWithin } from "./dom.js";
 import { MASK_GLYPH, FILLER_GLYPH, SPECIAL, EOS_MARK, displayToken } from "./format.js";
 import { TokenText } from "./tokens.js";
 import { PageOverlay } from "./page.js";
@@ -167,6 +167,7 @@ export class Pane {
         }
       }
     }
+    if (this.strikeLayer && this._struckAt !== s) this.strikeRejected(s);
     // region boxes: active (decoding at this forward) / done / waiting
     const active = this.activeRegions(s);
     p.regions.forEach((r, ri) => {
@@ -189,6 +190,19 @@ export class Pane {
       this.focusI = -1;
       this.textBox.setAttribute("tabindex", "0");
       this.textBox.focus({ preventScroll: true });
+    }
+  }
+  strikeRejected(s) {
+    // one line through the box of each draft this frame's forward rejected (the text strikes the
+    // draft itself; on the page the box shows where)
+    const m = this.m, layer = this.strikeLayer, boxes = m.p.slots.box;
+    this._struckAt = s;
+    while (layer.firstChild) layer.removeChild(layer.firstChild);
+    for (let i = 0; i < m.n; i++) {
+      const b = boxes[i];
+      if (!b || m.state[i] !== NOW || m.verdictAt[i] !== V_REJECTED) continue;
+      const line = sv("line", { x1: b[0], x2: b[2], y1: (b[1] + b[3]) / 2, y2: (b[1] + b[3]) / 2, class: "mp-strike" }, layer);
+      line.dataset.i = String(i);
     }
   }
   activeRegions(s) {
