@@ -202,8 +202,9 @@ def shot_drafts(browser, out: Path) -> None:
             pg.eval_on_selector("#player .mp-scrub", "(el, v) => { el.value = v; el.dispatchEvent(new Event('input', {bubbles: true})); }", frame)
             if pin is not None:
                 pg.eval_on_selector(f"#player .mp-text [data-i='{pin}']", "e => e.click()")
-            if phone:
+            if phone:  # the pane's title and header just under the sticky play bar
                 show(pg, "#player .mp-pane")
+                pg.evaluate("window.scrollBy(0, -document.querySelector('#player > .mp-controls').offsetHeight - 8)")
             pg.wait_for_timeout(300)
             pg.screenshot(path=str(out / name), full_page=False)
             ctx.close()
