@@ -172,6 +172,46 @@ def shot_offline(browser, out: Path) -> None:
         html.unlink(missing_ok=True)
 
 
+def shot_drafts(browser, out: Path) -> None:
+    """A self-speculative decode of the sample by the subword pair in the offline replay, at the
+    frame of a forward that rejected a draft, its card pinned: desktop and phone."""
+    from mudiff_viz.core.trace import REJECTED
+    from mudiff_viz.decoding.pipeline import decode_page, make_params
+    from mudiff_viz.inputs.pages import load_page
+    from mudiff_viz.views.export import standalone_html_from_payload, trace_title
+    from mudiff_viz.views.page_image import image_data_url
+    from mudiff_viz.views.player import player_payload
+
+    page = load_page(str(ROOT / "assets" / "samples" / "courier-short.pdf"))
+    trace = decode_page(page, "nano-subword", "self-speculative", make_params())
+    payload = player_payload(trace, image_url=image_data_url(page.image))
+    slot = {(r, q): i for i, (r, q) in enumerate(zip(payload["slots"]["region"], payload["slots"]["pos"]))}
+    frame, pin = trace.clock_length, None
+    for s in sorted(trace.steps, key=lambda s: s.forward):
+        if s.forward >= 6 and s.verdicts and REJECTED in s.verdicts:
+            frame, pin = s.forward + 1, slot[(s.region, s.positions[s.verdicts.index(REJECTED)])]
+            break
+    html = out.parent / ".drafts-replay.html"
+    html.write_text(standalone_html_from_payload(payload, trace_title(trace)), encoding="utf-8")
+    try:
+        for name, vp, phone in (("drafts.png", VIEWPORT, False), ("phone-drafts.png", PHONE, True)):
+            ctx = browser.new_context(viewport=vp, has_touch=phone, is_mobile=phone)
+            pg = ctx.new_page()
+            pg.goto(html.as_uri())
+            pg.wait_for_selector("#player .mp-text .token", timeout=30_000)
+            pg.eval_on_selector("#player .mp-scrub", "(el, v) => { el.value = v; el.dispatchEvent(new Event('input', {bubbles: true})); }", frame)
+            if pin is not None:
+                pg.eval_on_selector(f"#player .mp-text [data-i='{pin}']", "e => e.click()")
+            if phone:  # the pane's title and header just under the sticky play bar
+                show(pg, "#player .mp-pane")
+                pg.evaluate("window.scrollBy(0, -document.querySelector('#player > .mp-controls').offsetHeight - 8)")
+            pg.wait_for_timeout(300)
+            pg.screenshot(path=str(out / name), full_page=False)
+            ctx.close()
+    finally:
+        html.unlink(missing_ok=True)
+
+
 SHOTS = {"decode": shot_decode, "compare": shot_compare, "shuffle": shot_shuffle, "viewer": shot_viewer,
          "how": shot_how, "lesson": shot_lesson, "corpus": shot_corpus}
 
@@ -179,7 +219,7 @@ SHOTS = {"decode": shot_decode, "compare": shot_compare, "shuffle": shot_shuffle
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
-    ap.add_argument("--only", default=",".join([*SHOTS, "phone", "offline"]))
+    ap.add_argument("--only", default=",".join([*SHOTS, "phone", "offline", "drafts"]))
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from playwright.sync_api import sync_playwright
@@ -188,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     wanted = args.only.split(",")
     port = free_port()
-    proc = start_app(port)
+    proc = start_app(port) if any(n in wanted for n in [*SHOTS, "phone"]) else None  # the replays need no app
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
@@ -207,10 +247,14 @@ def main(argv: list[str] | None = None) -> int:
             if "offline" in wanted:
                 shot_offline(browser, out)
                 print("offline: done", flush=True)
+            if "drafts" in wanted:
+                shot_drafts(browser, out)
+                print("drafts: done", flush=True)
             browser.close()
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=30)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The player (assets/player/player.js) in a real browser: Debian's Chromium through Playwright.
+"""The player (assets/player/src, joined by mudiff_viz/views/assets.py) in a real browser: Debian's Chromium through Playwright.
 
 Each test writes a standalone replay (mudiff_viz.views.export) to a temporary folder, opens it, and
 checks what a user sees: DOM states, text, bounding boxes. Traces come from the shipped character

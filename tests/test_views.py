@@ -12,6 +12,7 @@ from mudiff_viz.decoding.autoregressive import decode_autoregressive
 from mudiff_viz.decoding.diffusion import decode_diffusion
 from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.views import figures, tables
+from mudiff_viz.views.assets import player_js
 from mudiff_viz.views.export import script_json, standalone_html
 from mudiff_viz.views.player import CONF_SCALE, compare_payload, player_payload
 from tests.fixed_backend import FixedBackend, FixedPage
@@ -137,7 +138,7 @@ def test_model_text_is_data_not_markup(diffusion):
     assert json.loads(data)["vocab"]["0"] == HOSTILE
     assert "<" not in data and ">" not in data
     # the player never writes model text with innerHTML
-    js = open("assets/player/player.js", encoding="utf-8").read()
+    js = player_js()
     assert "innerHTML" not in js.replace("Never innerHTML", "")
 
 

@@ -1,4 +1,5 @@
-/* The player as an anywidget (mudiff_viz/notebook/widget.py): player.js is prepended to this file
+/* The player as an anywidget (mudiff_viz/notebook/widget.py): the joined player script
+ * (assets/player/src, mudiff_viz/views/assets.py) is prepended to this file
  * and the result is the widget's ES module. The model holds the payload (views/player.py) and
  * "frame", the position on the forward clock (0 = before the first forward; s = after forward s-1),
  * synced both ways: the player reports where it is, and a notebook cell setting it moves the player.

@@ -1,7 +1,7 @@
-"""The step player in a notebook: an anywidget around the app's own assets/player/player.js.
+"""The step player in a notebook: an anywidget around the app's own player script.
 
-Jupyter, VS Code, Colab and marimo render anywidget widgets. The widget's ES module is player.js
-followed by assets/player/widget.js (a few lines that mount it and sync the frame); its payload is
+Jupyter, VS Code, Colab and marimo render anywidget widgets. The widget's ES module is the player
+script (assets/player/src joined by views/assets.py) followed by assets/player/widget.js (a few lines that mount it and sync the frame); its payload is
 the one the app sends (views/player.py). ``frame`` is synced both ways: the player reports the
 forward-clock position it shows, and setting it from a cell moves the player.
 
@@ -25,7 +25,7 @@ from mudiff_viz.views.shuffle import grid_payload
 
 
 def widget_esm() -> str:
-    """player.js (a classic script that defines ``MudiffPlayer``) + the widget's ES module part."""
+    """The player script (a classic script that defines ``MudiffPlayer``) + the widget's ES module part."""
     return player_js() + "\n" + (PLAYER_DIR / "widget.js").read_text(encoding="utf-8")
 
 

@@ -1,7 +1,7 @@
 """The player component: a gr.HTML subclass with a static template; all logic runs in the browser.
 
-The value is the whole payload of mudiff_viz.views.player (sent once per decode). The JS and CSS
-are the static files in assets/player/, shared with the standalone offline replay.
+The value is the whole payload of mudiff_viz.views.player (sent once per decode). The JS (the
+modules of assets/player/src joined into one script) and CSS are in assets/player/, shared with the standalone offline replay.
 """
 
 from __future__ import annotations

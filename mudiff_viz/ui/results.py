@@ -150,7 +150,7 @@ def decode_result(trace: Trace, image_url: str | None, probes: ProbeSpec | None 
         "status": tables.summary_markdown(trace) + "  \n" + page_line(trace, probes),
         "warning": warning_update([trace]),
         "player": payload,
-        "fig_order": plot(figures.commit_order_heatmap(trace)),
+        "fig_order": plot(figures.order_or_drafts(trace)),
         "fig_conf": plot(figures.confidence_histogram([trace])),
         "fig_tpf": plot(figures.tokens_per_forward([trace])),
         "downloads": files([trace_path, html_path]),

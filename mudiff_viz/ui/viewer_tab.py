@@ -43,7 +43,7 @@ def trace_outputs(traces: list[Trace], images: list[str | None], paths: list[str
         html_path = write_text(standalone_html_from_payload(payload, trace_title(t)), outdir, "replay.html")
         return {
             "status": tables.summary_markdown(t), "warning": warning_update([t]), "player": payload,
-            "fig_order": plot(figures.commit_order_heatmap(t)), "fig_conf": plot(figures.confidence_histogram([t])),
+            "fig_order": plot(figures.order_or_drafts(t)), "fig_conf": plot(figures.confidence_histogram([t])),
             "fig_tpf": plot(figures.tokens_per_forward([t])), "downloads": files([*paths, html_path]),
             "table": gr.update(visible=False), "fig_wall": gr.update(visible=False),
         }

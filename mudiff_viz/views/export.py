@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import html
 import json
-from pathlib import Path
 
 from mudiff_viz.core.trace import Trace
+from mudiff_viz.views.assets import PLAYER_DIR, player_js
 from mudiff_viz.views.player import compare_payload, player_payload
 
-PLAYER_DIR = Path(__file__).resolve().parents[2] / "assets" / "player"
-
-
-def player_js() -> str:
-    return (PLAYER_DIR / "player.js").read_text(encoding="utf-8")
+__all__ = ["PLAYER_DIR", "player_css", "player_js", "standalone_html", "standalone_compare_html"]
 
 
 def player_css() -> str:

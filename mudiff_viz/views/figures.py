@@ -146,3 +146,47 @@ def progress_curves(traces: list[Trace], clock: str = "forward") -> go.Figure:
     fig.update_yaxes(title="text committed", tickformat=".0%", range=[-0.05 * (len(traces) + 1) if clock == "wall" else 0, 1.02])
     fig.update_xaxes(title="wall time (s)" if clock == "wall" else "forward pass (shared clock)", rangemode="tozero")
     return _layout(fig, "Progress by wall time (prefill as bars below)" if clock == "wall" else "Progress by forward pass")
+
+
+def is_speculative(trace: Trace) -> bool:
+    """A draft-and-verify trace: its step records carry verdicts."""
+    return any(s.verdicts is not None for s in trace.steps)
+
+
+def draft_acceptance(trace: Trace) -> go.Figure:
+    """Draft and verify: the share of drafts accepted at each offset from the frontier, and how many
+    tokens each (line, verify forward) cycle committed (core/speculation.py)."""
+    from plotly.subplots import make_subplots
+
+    from mudiff_viz.core.speculation import acceptance_by_offset, tokens_per_cycle
+
+    rows = acceptance_by_offset(trace)
+    cycles = tokens_per_cycle(trace)
+    colour = decoder_colour(trace.decoder) if trace.decoder in ("ar", "diffusion") else "#009e73"
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.12,
+                        subplot_titles=("accepted, by offset from the frontier", "tokens committed per cycle"))
+    fig.add_trace(go.Bar(
+        x=[o for o, _, _ in rows], y=[a / v if v else 0 for _, v, a in rows], marker_color=colour, name="acceptance",
+        text=[f"{a}/{v}" for _, v, a in rows], textposition="outside", cliponaxis=False,
+        hovertemplate="offset %{x}: %{text} drafts accepted (%{y:.0%})<extra></extra>",
+    ), row=1, col=1)
+    xs = sorted(cycles)
+    fig.add_trace(go.Bar(
+        x=xs, y=[cycles[x] for x in xs], marker_color="#56b4e9", name="cycles",
+        hovertemplate="%{y} cycles committed %{x} tokens<extra></extra>",
+    ), row=1, col=2)
+    fig.update_yaxes(range=[0, 1.12], tickformat=".0%", title="drafts accepted", row=1, col=1)
+    fig.update_xaxes(title="offset (0 = the first position after the verified text)", dtick=1, row=1, col=1)
+    fig.update_yaxes(title="cycles (line x verify forward)", row=1, col=2)
+    fig.update_xaxes(title="tokens committed", dtick=1, row=1, col=2)
+    fig.update_layout(showlegend=False, bargap=0.15)
+    n = sum(cycles.values())
+    mean = sum(k * v for k, v in cycles.items()) / n if n else 0.0
+    m = trace.metrics
+    rate = f"{m.accepted}/{m.drafted} drafts accepted" if m.drafted else "no drafts verified"
+    return _layout(fig, f"Drafts ({decoder_label(trace.decoder)}): {rate} · {mean:.2f} tokens per cycle", height=360)
+
+
+def order_or_drafts(trace: Trace) -> go.Figure:
+    """The run's shape: draft acceptance for a draft-and-verify trace, else the commit-order heatmap."""
+    return draft_acceptance(trace) if is_speculative(trace) else commit_order_heatmap(trace)

@@ -126,11 +126,13 @@ def slots(trace: Trace, partial: bool = False) -> dict:
         correct.append(-1), hidden.append(0)
         pending.append(int(waiting))
     opened = [-1] * len(region)
+    seen = [-1] * len(region)
     for s in sorted(trace.steps, key=lambda s: s.forward):
         for p, c, cand, cf in zip(s.positions, s.committed, s.candidates, s.confidences):
             i = index[(s.region, p)]
             if opened[i] < 0:
                 opened[i] = s.forward
+            seen[i] = s.forward
             if c and i >= n_tokens:  # filler, or a pending token of the block in progress
                 commit[i], ids[i], conf[i] = s.forward, cand, round(cf * CONF_SCALE)
                 if not filler[i]:
@@ -139,7 +141,10 @@ def slots(trace: Trace, partial: bool = False) -> dict:
         if opened[i] < 0:
             opened[i] = max(0, commit[i])
     close = [-1] * len(region)  # filler: last forward of its block (shown until then)
-    if any(filler):
+    if any(filler) and any(s.verdicts is not None for s in trace.steps):
+        # draft and verify: a draft past the end of text is shown until the last forward that saw it
+        close = [seen[i] if filler[i] else -1 for i in range(len(region))]
+    elif any(filler):
         L = trace.block_length or 1
         block_end: dict[tuple[int, int], int] = {}
         for s in trace.steps:
@@ -160,12 +165,18 @@ def slots(trace: Trace, partial: bool = False) -> dict:
 
 
 def entries(trace: Trace, index: dict[tuple[int, int], int]) -> dict:
-    """Step records flattened to one entry per masked position per forward, grouped by forward."""
+    """Step records flattened to one entry per masked position per forward, grouped by forward.
+
+    A draft-and-verify trace adds, per entry, its ``verdict`` (core/trace.py ``VERDICTS``), the
+    ``draft`` token it verified (-1: none) and ``role`` (1: the verifier model ran the forward). A
+    position can have two entries in one forward: verified, then drafted again."""
     n = trace.clock_length
     by_tick: list[list] = [[] for _ in range(n)]
     for s in trace.steps:
         by_tick[s.forward].append(s)
-    out = {k: [] for k in ("slot", "cand", "conf", "commit", "topk_id", "topk_p")}
+    drafting = any(s.verdicts is not None for s in trace.steps)
+    keys = ("slot", "cand", "conf", "commit", "topk_id", "topk_p") + (("verdict", "draft", "role") if drafting else ())
+    out = {k: [] for k in keys}
     tick_start = []
     for k in range(n):
         tick_start.append(len(out["slot"]))
@@ -180,6 +191,11 @@ def entries(trace: Trace, index: dict[tuple[int, int], int]) -> dict:
                 ps = [round(float(t[1]) * TOPK_SCALE) for t in top] + [0] * (5 - len(top))
                 out["topk_id"].extend(ids)
                 out["topk_p"].extend(ps)
+            if drafting:
+                m = len(s.positions)
+                out["verdict"].extend(s.verdicts if s.verdicts is not None else [-1] * m)
+                out["draft"].extend(s.drafts if s.drafts is not None else [-1] * m)
+                out["role"].extend([int(s.role == "verifier")] * m)
     tick_start.append(len(out["slot"]))
     out["tick_start"] = tick_start
     return out
@@ -256,6 +272,14 @@ def n_blocks(trace: Trace) -> int:
     return max((math.ceil(r.n_generated / L) for r in trace.regions), default=1)
 
 
+def default_label(trace: Trace) -> str:
+    """The pane's title: decoder and model (a speculative decode names its verifier too)."""
+    who = trace.model.name
+    if trace.verifier is not None and trace.verifier.name != trace.model.name:
+        who = f"{who} drafts, {trace.verifier.name} verifies"
+    return f"{'AR' if trace.is_autoregressive else trace.decoder} · {who}"
+
+
 def player_payload(trace: Trace, image_url: str | None = None, label: str | None = None,
                    partial: bool = False, stream: str | None = None) -> dict:
     """Everything the player needs for one trace (JSON-serialisable, model text as plain strings).
@@ -274,7 +298,7 @@ def player_payload(trace: Trace, image_url: str | None = None, label: str | None
         "version": VERSION,
         "partial": partial,
         "stream": stream,
-        "label": label or f"{'AR' if trace.is_autoregressive else trace.decoder} · {trace.model.name}",
+        "label": label or default_label(trace),
         "decoder": trace.decoder,
         "model": {"name": trace.model.name, "spec": trace.model.spec, "params_m": trace.model.params_m},
         "params": {k: v for k, v in trace.params.items() if not isinstance(v, (dict, list))},
@@ -289,6 +313,9 @@ def player_payload(trace: Trace, image_url: str | None = None, label: str | None
                      if trace.page.skew else None),
         },
         "threshold": threshold,
+        # draft and verify: which model drafted and which verified (self-speculative: the same one)
+        "speculative": ({"drafter": trace.model.name, "verifier": (trace.verifier or trace.model).name}
+                        if any(s.verdicts is not None for s in trace.steps) else None),
         "block_length": trace.block_length,
         "n_blocks": n_blocks(trace),
         "recorded": bool(trace.steps),
