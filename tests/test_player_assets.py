@@ -62,3 +62,16 @@ def test_problems_are_found(tmp_path):
     (tmp_path / "a.js").write_text('import { B } from "./b.js";\nexport const A = 1;\n')
     with pytest.raises(ValueError, match="cycle: main.js -> b.js -> a.js -> b.js"):
         module_order(tmp_path, "main.js")
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_the_notebook_widgets_module_parses_as_an_es_module(tmp_path):
+    from mudiff_viz.notebook.widget import widget_esm
+
+    path = tmp_path / "widget.mjs"  # the joined script, then widget.js with its export default
+    path.write_text(widget_esm(), encoding="utf-8")
+    subprocess.run([NODE, "--check", str(path)], check=True, capture_output=True)
+    out = subprocess.run([NODE, "--input-type=module", "-e",
+                          f"const m = await import({path.as_uri()!r}); console.log(typeof m.default.render, typeof globalThis.MudiffPlayer.mount)"],
+                         check=True, capture_output=True, text=True)
+    assert out.stdout.split() == ["function", "function"]
