@@ -55,23 +55,20 @@ def rnd(x: float) -> float:
     return float(f"{x:.4g}")
 
 
-def rnd_all(values: "np.ndarray") -> list[float]:
+def rnd_array(values: "np.ndarray") -> "np.ndarray":
     """:func:`rnd` of every value of an array at once (the step recorder's hot path): scaled by a
     power of ten, rounded to an integer, scaled back, which gives the same double as the decimal
     string where the power of ten is exact (|x| > 1e-19); the rest go through :func:`rnd`."""
     import numpy as np
 
     a = np.asarray(values, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         scale = 10.0 ** (3 - np.floor(np.log10(np.abs(a))))
         out = np.where(a == 0, 0.0, np.rint(a * scale) / scale)
     exact = (scale <= 1e22) | (a == 0)
-    if exact.all():
-        return out.tolist()
-    listed = out.tolist()
-    for i in np.flatnonzero(~exact).tolist():
-        listed[i] = rnd(float(a.flat[i]))
-    return listed
+    if not exact.all():
+        out[~exact] = [rnd(float(x)) for x in a[~exact]]
+    return out
 
 
 def when_set(default: Any = None) -> Any:

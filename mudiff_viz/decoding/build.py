@@ -82,7 +82,6 @@ def build_trace(run, ctx) -> Trace:
     backend, clock = run.backend, run.clock
     wall = clock.now()
     records: list[RegionRecord] = []
-    vocab: dict[str, str] = {}
     for ri, (region, full) in enumerate(zip(run.regions, run.states)):
         state = full.cut_at_stop(run.stop_set)
         texts = backend.token_texts(state.ids)
@@ -102,13 +101,10 @@ def build_trace(run, ctx) -> Trace:
             bbox=[round(v, 1) for v in region.bbox], text="".join(shown), tokens=tokens, gt_text=region.gt_text,
             kind=region.kind, n_generated=full.n_generated, prefill_s=rnd(clock.prefill_s),
         ))
-    for s in run.steps:
-        for pairs in s.topk:
-            for tok_id, _ in pairs:
-                vocab.setdefault(str(int(tok_id)), backend.token_text(int(tok_id)))
-    for r in records:
-        for t in r.tokens:
-            vocab.setdefault(str(t.id), backend.token_text(t.id))
+    # every id the trace shows, in order of first appearance, each looked up once
+    seen = dict.fromkeys(int(tok_id) for s in run.steps for pairs in s.topk for tok_id, _ in pairs)
+    seen.update(dict.fromkeys(t.id for r in records for t in r.tokens))
+    vocab = {str(i): backend.token_text(i) for i in seen}
     text, gt_text = joined_text(records)
     metrics = run_metrics(records, run.seq_forwards, run.commit_passes, run.batched_forwards, wall, clock.prefill_s,
                           text, gt_text, run.truncated, speculation=run.speculation)

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from mudiff_viz.core.trace import StepRecord, Trace, rnd, rnd_all
+from mudiff_viz.core.trace import StepRecord, Trace, rnd, rnd_array
 
 # Observers are told the run they watch (decoding/run.py: DecodeRun); it imports this module, so the
 # name stays a string here.
@@ -147,20 +147,22 @@ def _records(events: list, valid: np.ndarray, positions: np.ndarray, fields: Cal
     list lookups, which keeps recording within a few percent of a decode's time."""
     rows = _cat(events, lambda e: e.rows).tolist()
     cand, conf, committed, top_p, top_i = (_cat(events, lambda e, k=k: fields(e)[k]) for k in range(5))
-    keep = top_p >= 0.0005  # alternatives under 0.05% are dropped; the best one stays
-    keep[..., 0] = True
+    # alternatives under 0.05% are dropped, the best one stays: top-k is sorted, so what is kept is
+    # a prefix of each entry's list, of this length
+    n_kept = np.maximum((top_p >= 0.0005).sum(-1), 1)
     top_p = np.round(top_p.astype(np.float64), 3)  # display precision
+    conf = rnd_array(conf)
     steps = []
     for i, m in enumerate(meta):
         cols = np.flatnonzero(valid[i])
         if cols.size == 0:
             continue
         extra = {k: v[i, cols].tolist() for k, v in (per_row or {}).items()}
-        topk = [[[t, p] for t, p, k in zip(ti, tp, kp) if k]
-                for ti, tp, kp in zip(top_i[i, cols].tolist(), top_p[i, cols].tolist(), keep[i, cols].tolist())]
+        topk = [list(map(list, zip(ti[:n], tp[:n])))
+                for ti, tp, n in zip(top_i[i, cols].tolist(), top_p[i, cols].tolist(), n_kept[i, cols].tolist())]
         steps.append(StepRecord(
             region=int(rows[i]), time_s=rnd(time_of(m["forward"])), positions=positions[i, cols].tolist(),
-            candidates=cand[i, cols].tolist(), confidences=rnd_all(conf[i, cols]),
+            candidates=cand[i, cols].tolist(), confidences=conf[i, cols].tolist(),
             committed=committed[i, cols].astype(int).tolist(), topk=topk, **m, **extra,
         ))
     return steps
