@@ -8,6 +8,8 @@ neither the trained weights nor anything outside the repository.
 
 from __future__ import annotations
 
+import json
+
 import os
 import socket
 import time
@@ -183,5 +185,9 @@ def value(x):
 
 
 def named(out, names) -> dict:
+    """Outputs by name; the player's payload, which the app sends as JSON text, as an object."""
     assert len(out) == len(names), (len(out), names)
-    return {n: value(x) for n, x in zip(names, out)}
+    got = {n: value(x) for n, x in zip(names, out)}
+    if isinstance(got.get("player"), str):
+        got["player"] = json.loads(got["player"])
+    return got

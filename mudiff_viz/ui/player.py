@@ -1,7 +1,13 @@
 """The player component: a gr.HTML subclass with a static template; all logic runs in the browser.
 
-The value is the whole payload of mudiff_viz.views.player (sent once per decode). The JS (the
-modules of assets/player/src joined into one script) and CSS are in assets/player/, shared with the standalone offline replay.
+The value is the whole payload of mudiff_viz.views.player, sent to the browser as one JSON text.
+Text, not an object, because Gradio sends each streamed frame of a generator as a diff against the
+previous one, computed in Python on the server's event loop: over a nested payload of a long page
+(tens of thousands of list entries) that diff took over a second per frame and produced more bytes
+than the payload, so the player and the status stalled and the result came long after the decode
+ended. Between two texts the diff is one string comparison. The JS (the modules of
+assets/player/src joined into one script) and CSS are in assets/player/, shared with the
+standalone offline replay.
 """
 
 from __future__ import annotations
@@ -22,18 +28,19 @@ def js_on_load() -> str:
         + player_js()
         + """
 const mount = element.querySelector('.mp-mount');
-const player = MudiffPlayer.mount(mount, props.value, MP_CSS);
+const parsed = (v) => (typeof v === 'string' && v ? JSON.parse(v) : v || null);  // the payload comes as JSON text
+const player = MudiffPlayer.mount(mount, parsed(props.value), MP_CSS);
 function mark(v) {  // for tests and automation: how many values arrived, and what the last one was
   mount.dataset.loads = String((+mount.dataset.loads || 0) + 1);
   mount.dataset.kind = v && v.kind ? v.kind : 'empty';
   mount.dataset.partial = v && v.partial ? '1' : '0';
 }
 watch('value', () => {
-  const kept = player.load(props.value);
-  mark(props.value);
+  const v = parsed(props.value);
+  const kept = player.load(v);
+  mark(v);
   // a fresh result below the fold (or scrolled past): bring the player up, keeping the summary line
   // above it; a streamed frame of the same decode (kept = true) never moves the page
-  const v = props.value;
   if (!kept && v && v.kind === 'mudiff-player') {
     const top = mount.getBoundingClientRect().top;
     if (top > 0.55 * window.innerHeight || top < 0) window.scrollBy({top: top - 90, behavior: 'smooth'});
@@ -58,8 +65,14 @@ class Player(gr.HTML):
             **kwargs,
         )
 
+    def postprocess(self, value: Any) -> str | None:
+        """The payload as compact JSON text (see the module's docstring for why not an object)."""
+        if value is None or isinstance(value, str):
+            return value
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
     def api_info(self) -> dict[str, Any]:
-        return {"type": "object", "description": "player payload (mudiff_viz.views.player)"}
+        return {"type": "string", "description": "player payload (mudiff_viz.views.player) as JSON text"}
 
     def read_from_flag(self, payload: Any) -> Any:
         """Cached examples store the payload as JSON text: give the browser the object back."""

@@ -1,0 +1,53 @@
+"""Streamed frames reach the browser as whole texts, not as Gradio's per-element diffs.
+
+Gradio sends each frame of a generator as a diff against the previous one, computed in Python on
+the server's event loop. Over the player's nested payload of a long page that diff visited every
+list entry, took over a second per frame, and came out larger than the payload itself: the player
+and the status stalled on long pages and the result came long after the decode ended (issue 36).
+As JSON text, two frames differ by one edit.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from gradio import utils
+
+from mudiff_viz.bench.speed import bench_pages
+from mudiff_viz.decoding.pipeline import decode_page
+from mudiff_viz.decoding.settings import DecodeParams
+from mudiff_viz.ui.player import Player
+from mudiff_viz.views.player import player_payload
+
+
+@pytest.fixture(scope="module")
+def frames(tiny_models):
+    """Frames of a whole-page decode (a benchmark page, 40+ lines) as the Decode tab streams them."""
+    torch.set_num_threads(1)
+    snaps = []
+    trace = decode_page(bench_pages(1)[0], model=str(tiny_models["diffusion"]), decoder="diffusion",
+                        params=DecodeParams(block_length=8, steps=8, max_new_tokens=24), snapshot=lambda make: snaps.append(make()))
+    assert len(snaps) >= 3 and len(trace.regions) > 30
+    return [player_payload(s, partial=True, stream="s") for s in snaps[-3:-1]] + [player_payload(trace, stream="s")]
+
+
+def test_each_frame_is_one_edit_of_text(frames):
+    player = Player()
+    sent = [player.postprocess(f) for f in frames]
+    assert all(isinstance(s, str) for s in sent)
+    assert [json.loads(s) for s in sent] == json.loads(json.dumps(frames))  # the same payload, as text
+    for old, new in zip(sent, sent[1:]):
+        edits = utils.diff(old, new)
+        assert len(edits) == 1 and edits[0][0] in ("replace", "append")
+    # what the nested payload cost: an edit per changed list entry, more bytes than the payload
+    nested = utils.diff(frames[-2], frames[-1])
+    assert len(nested) > 100
+
+
+def test_the_player_reads_text_and_objects():
+    player = Player()
+    assert player.postprocess(None) is None and player.postprocess('{"kind":"message"}') == '{"kind":"message"}'
+    assert json.loads(player.postprocess({"kind": "message", "message": "é <script>"})) == {"kind": "message",
+                                                                                           "message": "é <script>"}
