@@ -76,7 +76,7 @@ def test_both_are_exact_on_a_held_out_render(pair, heldout):
     ss = decode_page(heldout, pair, "self-speculative", make_params())
     ar = decode_page(heldout, pair, "ar", make_params())
     sp = decode_page(heldout, pair, "speculative", make_params())
-    assert len(heldout.text) > 1000 and len(ss.regions) > 15
+    assert len(heldout.text) > 1000 and len(ss.regions) > (15 if pair == "nano-char" else 2)  # lines; paragraphs
     assert ids(ss) == ids(b1) and ids(sp) == ids(ar)
     assert ss.metrics.cer < 0.06 and sp.metrics.cer < 0.04
 
