@@ -47,6 +47,25 @@ def run_settings(run: Run) -> dict:
     return {**DEFAULTS, **run.settings}
 
 
+DECODER_NAMES = {"diffusion": "diffusion decoder", "ar": "AR decoder", "self-speculative": "self-speculative decoder",
+                 "speculative": "speculative decoder"}
+
+
+def run_uses(run: Run) -> str:
+    """What a run uses, said on screen: the pair (and its spec), the decoder and the settings that matter."""
+    s = run_settings(run)
+    pair = f"{PAIR_NAMES.get(run.family, run.family)} (`{run.family}`)"
+    if run.decoder == "diffusion":
+        detail = f"{s['strategy']}, block {s['block_length']}, {s['steps']} steps, threshold {s['threshold']:g}"
+    elif run.decoder == "ar":
+        detail = "its AR twin, one token per forward"
+    elif run.decoder == "self-speculative":
+        detail = f"its diffusion twin drafts {s['draft_length']} tokens and verifies them itself"
+    else:
+        detail = f"its diffusion twin drafts {s['draft_length']} tokens, its AR twin verifies them"
+    return f"{pair} · {DECODER_NAMES.get(run.decoder, run.decoder)} ({detail})"
+
+
 def run_label(run: Run) -> str:
     if run.label:
         return run.label

@@ -1,0 +1,69 @@
+"""The lessons' shipped recordings (assets/lessons/): each equals a live decode of its run by the
+shipped models (greedy, so the same tokens), and every lesson opens on them with no model at all.
+
+When a model is retrained or a lesson's run changes, the first test fails until
+``python scripts/record_lessons.py`` is rerun.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from models import registry
+from mudiff_viz.ui import howitworks, lesson_recordings, lessons_tab
+
+RUNS = lesson_recordings.distinct_runs()
+
+
+@pytest.fixture
+def no_models(tmp_path):
+    """The registry pointed at an empty folder: no embedded model is installed, none is loaded."""
+    old = registry.NANO_DIR
+    registry.NANO_DIR = tmp_path
+    registry._cache.clear()
+    try:
+        yield
+    finally:
+        registry.NANO_DIR = old
+        registry._cache.clear()
+
+
+def test_every_lesson_opens_on_its_recording_with_no_model_installed(no_models):
+    for lesson in howitworks.LESSONS:
+        view = lessons_tab.recorded_view(lesson.key)
+        payload = view["player"]
+        assert payload["kind"] == "mudiff-player", (lesson.key, payload)
+        panes = payload.get("panes", [payload])
+        assert len(panes) == len(lesson.runs)
+        assert "Recorded run" in view["status"] and "no model ran" in view["status"]
+        # the tab says which model and decoder each pane uses
+        for run in lesson.runs:
+            assert howitworks.run_uses(run) in view["text"]
+            assert howitworks.DECODER_NAMES[run.decoder] in view["text"]
+    assert not registry._cache
+
+
+def test_a_missing_recording_says_to_rerun_live(tmp_path, monkeypatch):
+    monkeypatch.setattr(lesson_recordings, "LESSONS_DIR", tmp_path)
+    view = lessons_tab.recorded_view(howitworks.LESSONS[0].key)
+    assert view["player"]["kind"] == "message" and "Rerun live" in view["status"]
+
+
+def test_no_recording_is_left_over_and_all_are_small():
+    names = {lesson_recordings.recording_path(r).name for r in RUNS}
+    shipped = {p.name for p in lesson_recordings.LESSONS_DIR.glob("*.json.gz")}
+    assert shipped == names, shipped ^ names
+    assert sum(p.stat().st_size for p in lesson_recordings.LESSONS_DIR.glob("*.json.gz")) < 600_000
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lesson_recordings.run_key)
+def test_the_recording_equals_a_live_run(run):
+    recorded = lesson_recordings.load_recording(run)
+    assert recorded is not None, f"no recording of {lesson_recordings.run_key(run)}: run scripts/record_lessons.py"
+    live = lesson_recordings.decode_run(run, record=False)
+    assert (recorded.decoder, recorded.model.spec) == (live.decoder, live.model.spec)
+    knobs = set(lesson_recordings.run_knobs(run))
+    assert {k: v for k, v in recorded.params.items() if k in knobs} == {k: v for k, v in live.params.items() if k in knobs}
+    assert [[t.id for t in r.tokens] for r in recorded.regions] == [[t.id for t in r.tokens] for r in live.regions], \
+        f"{lesson_recordings.run_key(run)} differs from a live decode: rerun scripts/record_lessons.py"
+    assert recorded.text == live.text
