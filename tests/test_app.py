@@ -113,17 +113,26 @@ def test_compare_endpoint(client):
                          api_name="/compare")
     out = named(out, COMPARE_OUTPUTS)
     payload, table = out["player"], out["table"]
-    assert payload["mode"] == "compare" and len(payload["panes"]) == 2
+    # AR, diffusion and (by default) the self-speculative decoder, on one clock
+    assert payload["mode"] == "compare" and [p["decoder"] for p in payload["panes"]] == ["ar", "diffusion", "self-speculative"]
     assert not payload["partial"] and not any(p["partial"] for p in payload["panes"])
-    assert table["headers"] == ["metric", "AR", "diffusion"]
+    assert table["headers"] == ["metric", "AR", "diffusion", "self-speculative"]
     assert any(r[0] == "CER vs ground truth" for r in table["data"])
     order = next(r for r in table["data"] if r[0].startswith("decoding order vs reading order"))
     assert order[1] == "1.00 (left to right)" and "(" in order[2]  # the number says what it means
     assert "exec" not in table["data"][0][1] and "eager" in table["data"][0][1]  # how the forwards ran
     # word-level diffs: HTML, never a word split across a highlight
-    for key in ("diff_ar", "diff_diffusion"):
+    for key in ("diff_ar", "diff_diffusion", "diff_third"):
         assert out[key].count('class="mdiff"') == 1
-    assert len(out["downloads"]) == 3  # two traces and the offline replay
+    assert len(out["downloads"]) == 4  # three traces and the offline replay
+    # the speculative decoder's verifier is the AR model; its tokens are AR's
+    out = named(client.predict(file=handle_file(str(SAMPLE)), page_number=1, spec_diffusion="nano", spec_ar="nano",
+                               third="speculative", max_new_tokens=16, api_name="/compare"), COMPARE_OUTPUTS)
+    ar, spec = out["player"]["panes"][0], out["player"]["panes"][2]
+    assert spec["decoder"] == "speculative" and spec["text"] == ar["text"]
+    two = named(client.predict(file=handle_file(str(SAMPLE)), page_number=1, third="none", max_new_tokens=8,
+                               api_name="/compare"), COMPARE_OUTPUTS)
+    assert len(two["player"]["panes"]) == 2 and two["diff_third"] == ""
 
 
 def test_decode_streams_frames_before_the_result(client):

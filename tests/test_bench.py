@@ -57,7 +57,7 @@ def quick_bench(tiny_models, tmp_path_factory):
         mp.setitem(speed.QUICK, "n_pages", 1)
         mp.setitem(speed.QUICK, "repeats", 1)
         code = cli_main(["bench", "--quick", "--model", str(tiny_models["diffusion"]), "--ar-model",
-                         str(tiny_models["ar"]), "--threads", "1", "--out", str(out)])
+                         str(tiny_models["ar"]), "--threads", "1", "--max-new-tokens", "24", "--out", str(out)])
     return {"code": code, "result": json.loads(out.read_text()), "printed": printed.getvalue()}
 
 
@@ -77,6 +77,16 @@ def test_bench_reports_every_key_in_both_regimes(quick_bench):
         lo, hi = stats["interval"]
         assert lo <= stats["value"] <= hi and stats["repeat_range"][0] <= stats["repeat_range"][1]
     assert result["first_frame"]["max_after_prefill_s"] >= 0
+    # the draft-and-verify decoders: timed in both regimes, exact where they promise it, counted honestly
+    assert result["decoders"] == ["diffusion", "ar", "self-speculative", "speculative"]
+    assert result["tokens_equal_ar"]["speculative"] is True and result["tokens_equal_ar"]["ar"] is True
+    for d in ("self-speculative", "speculative"):
+        entry = single["decoders"][d]
+        # every forward of both models counts: random twins reject most drafts, so this may be below 1
+        assert 0.0 < entry["tokens_per_forward"] <= entry["tokens_per_verify_forward"] and entry["tokens_per_verify_forward"] >= 1.0
+        assert 0.0 <= entry["acceptance"] <= 1.0
+        assert f"{d.replace('-', '_')}_speedup_vs_ar_page_batch" in result["spreads"]
+    assert "self_speculative_recording_overhead_one_region" in result["spreads"]
 
 
 def test_bench_cli_quick_writes_json(quick_bench):

@@ -210,6 +210,13 @@ def test_compare_and_shuffle_on_tiny_checkpoints(tiny_models):
     metrics = comparison.metrics_frame()
     assert list(metrics.columns) == ["AR", "diffusion"] and "tokens per forward" in metrics.index
     assert set(comparison.tokens_frame()["decoder"]) == {"ar", "diffusion"}
+    # the draft-and-verify decoders join on the same page: the speculative one verifies with the AR model
+    more = mv.compare(SAMPLE, model=d, ar_model=a, also=("self-speculative", "speculative"), max_new_tokens=12)
+    assert [t.decoder for t in more.traces] == ["ar", "diffusion", "self-speculative", "speculative"]
+    assert more["speculative"].text == more.ar.text and more["speculative"].verifier is not None
+    assert list(more.metrics_frame().columns) == ["AR", "diffusion", "self-speculative", "speculative"]
+    with pytest.raises(mv.UserInputError, match="decoder must be one of"):
+        mv.compare(SAMPLE, model=d, ar_model=a, also=("beam",))
     shuffled = mv.shuffle(SAMPLE, level=1.0, seed=1, model=d, ar_model=a, block_length=8, steps=4)
     assert set(shuffled.traces) == {(dec, col) for dec in ("diffusion", "ar") for col in ("original", "shuffled")}
     assert shuffled.lines_changed > 0

@@ -35,9 +35,10 @@ def sample():
 
 @pytest.fixture(scope="module")
 def heldout():
-    """A page of test-split text (never trained on), rendered by PyMuPDF at 150 dpi."""
+    """A page of test-split text (never trained on), rendered by PyMuPDF at 150 dpi: an A6 page (about
+    1,200 characters, 25 lines), so that four whole-page decodes per pair stay quick."""
     rng = random.Random(7)
-    style = synth.PageStyle(font="times", size=11.0, columns=1, margin=60, heading=True)
+    style = synth.PageStyle(font="times", size=11.0, columns=1, margin=30, heading=True, paper="a6")
     return synth.random_page(rng, "test", style=style).render(150)
 
 
@@ -75,6 +76,7 @@ def test_both_are_exact_on_a_held_out_render(pair, heldout):
     ss = decode_page(heldout, pair, "self-speculative", make_params())
     ar = decode_page(heldout, pair, "ar", make_params())
     sp = decode_page(heldout, pair, "speculative", make_params())
+    assert len(heldout.text) > 1000 and len(ss.regions) > 15
     assert ids(ss) == ids(b1) and ids(sp) == ids(ar)
     assert ss.metrics.cer < 0.06 and sp.metrics.cer < 0.04
 

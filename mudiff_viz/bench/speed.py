@@ -43,46 +43,70 @@ def _decode(page: Page, model: str, decoder: str, params, one_region_at_a_time: 
 
 
 REGIMES = {"page_batch": False, "one_region_at_a_time": True}
-VARIANTS = ("diffusion", "ar", "diffusion_norec", "ar_norec")
+DECODERS = ("diffusion", "ar", "self-speculative", "speculative")
+RECORDED = ("diffusion", "ar", "self-speculative")  # also timed with recording off (drafts included)
 QUICK = {"n_pages": 3, "repeats": 2}  # the first pages of the full bench, so both measure the same thing
 FULL = {"n_pages": 6, "repeats": 3}
 BOOTSTRAP = 2000
 
 
-def _variant_params(diff, ar):
-    return {"diffusion": ("diffusion", diff), "ar": ("ar", ar), "diffusion_norec": ("diffusion", replace(diff, record=False)),
-            "ar_norec": ("ar", replace(ar, record=False))}
+def norec(decoder: str) -> str:
+    return f"{decoder}_norec"
 
 
-def _regime(pages, model, ar_model, diff, ar, repeats, sequential, log, name):
+def bench_variants(decoders, model: str, ar_model: str, params) -> dict:
+    """Every timed variant: name -> (decoder, model spec, params). The speculative decoder's
+    verifier is the AR model; recording-off twins of the :data:`RECORDED` decoders measure the
+    trace's cost."""
+    out = {}
+    for d in decoders:
+        spec = ar_model if d == "ar" else model
+        p = replace(params, more={**params.more, "verifier": params.verifier or ar_model}) if d == "speculative" else params
+        out[d] = (d, spec, p)
+    for d in decoders:
+        if d in RECORDED:
+            decoder, spec, p = out[d]
+            out[norec(d)] = (decoder, spec, replace(p, record=False))
+    return out
+
+
+def _regime(pages, variants: dict, repeats, sequential, log, name):
     """Every variant on every page: one untimed warm-up decode per variant and page (new shapes
     pay one-off costs), then ``repeats`` timed passes, the variants' order rotated each pass so no
     variant always runs first. Returns per-page rows with every timed run kept."""
-    variants = _variant_params(diff, ar)
-    specs = {"diffusion": model, "ar": ar_model}
+    names = tuple(variants)
+    decoders = [v for v in names if variants[v][2].record]
     per_page = []
     for i, page in enumerate(pages):
-        for v in VARIANTS:  # warm-up
-            decoder, params = variants[v]
-            _decode(page, specs[decoder], decoder, params, sequential)
-        runs: dict[str, list] = {v: [] for v in VARIANTS}
+        for v in names:  # warm-up
+            decoder, spec, params = variants[v]
+            _decode(page, spec, decoder, params, sequential)
+        runs: dict[str, list] = {v: [] for v in names}
         for r in range(repeats):
-            order = VARIANTS[r % len(VARIANTS):] + VARIANTS[:r % len(VARIANTS)]
+            order = names[r % len(names):] + names[:r % len(names)]
             for v in order:
-                decoder, params = variants[v]
-                runs[v].append(_decode(page, specs[decoder], decoder, params, sequential))
-        d, a = runs["diffusion"][0], runs["ar"][0]
-        row = {"page": i, "chars": len(page.text or ""), "regions": len(d.regions)}
-        for v in VARIANTS:
+                decoder, spec, params = variants[v]
+                runs[v].append(_decode(page, spec, decoder, params, sequential))
+        first = runs[decoders[0]][0]
+        row = {"page": i, "chars": len(page.text or ""), "regions": len(first.regions)}
+        for v in names:
             row[v] = {m: [getattr(t.metrics, m) for t in runs[v]] for m in ("wall_s", "prefill_s", "decode_s")}
-        for v, t in (("diffusion", d), ("ar", a)):
-            row[v].update(tokens=t.metrics.tokens, nfe=t.metrics.nfe, tokens_per_forward=t.metrics.tokens_per_forward,
-                          cer=t.metrics.cer)
-        row["diffusion"]["trace_bytes"] = len(d.to_json().encode())
+        for v in decoders:
+            t = runs[v][0]
+            m = t.metrics
+            row[v].update(tokens=m.tokens, nfe=m.nfe, tokens_per_forward=m.tokens_per_forward, cer=m.cer,
+                          trace_bytes=len(t.to_json().encode()))
+            if m.get("verify_forwards") is not None:
+                row[v].update(verify_forwards=m.verify_forwards, draft_forwards=m.draft_forwards, drafted=m.drafted,
+                              accepted=m.accepted)
+        if "ar" in runs:  # the speculative decoder is exact: its tokens are the AR verifier's
+            ids = {v: [[tok.id for tok in r.tokens] for r in runs[v][0].regions] for v in decoders}
+            for v in decoders:
+                row[v]["tokens_equal_ar"] = ids[v] == ids["ar"]
         per_page.append(row)
-        log(f"[{name}] page {i}: diffusion decode {statistics.median(row['diffusion']['decode_s']):.2f}s "
-            f"(tpf {row['diffusion']['tokens_per_forward']:.2f}, CER {100 * (row['diffusion']['cer'] or 0):.2f}%), "
-            f"AR decode {statistics.median(row['ar']['decode_s']):.2f}s (CER {100 * (row['ar']['cer'] or 0):.2f}%)")
+        log(f"[{name}] page {i}: " + ", ".join(
+            f"{v} decode {statistics.median(row[v]['decode_s']):.2f}s (tpf {row[v]['tokens_per_forward']:.2f}, "
+            f"CER {100 * (row[v]['cer'] or 0):.2f}%)" for v in decoders))
     return per_page
 
 
@@ -114,73 +138,102 @@ def ratio_text(stats: dict, unit: str = "x") -> str:
 
 
 def run_bench(model: str = "nano", n_pages: int = FULL["n_pages"], repeats: int = FULL["repeats"], ar_model: str | None = None,
-              params: DecodeParams | None = None, log=print) -> dict:
+              params: DecodeParams | None = None, decoders=DECODERS, log=print) -> dict:
     """The benchmark: one run, same pages, warm, medians over repeats, in two regimes.
 
     ``page_batch``: every region of a page decodes as one batch (what the app does with the nano
     models). ``one_region_at_a_time``: a batch of one (what the real model does, and what the
     paper's tokens/s measure). ``speedup_vs_ar`` is the latter; both are reported. Every ratio
     comes with its spread (:func:`ratio_stats`). ``params``: the decode settings (default: the
-    release's, deterministic); the AR decoder reads the knobs it shares.
+    release's, deterministic); every decoder reads the knobs it uses. ``decoders``: which to time
+    (AR and diffusion always; the draft-and-verify ones by default too).
     """
+    decoders = tuple(dict.fromkeys(("diffusion", "ar", *decoders)))
     pages = bench_pages(n_pages)
     ar_model = ar_model or model
-    diff = params or DecodeParams()
-    ar = diff
+    params = params or DecodeParams()
+    variants = bench_variants(decoders, model, ar_model, params)
     for sequential in (False, True):  # warm-up: load models, allocator, caches
-        _decode(pages[0], model, "diffusion", diff, sequential)
-        _decode(pages[0], ar_model, "ar", ar, sequential)
-    regimes = {name: _regime(pages, model, ar_model, diff, ar, repeats, seq, log=log, name=name)
-               for name, seq in REGIMES.items()}
+        for d in decoders:
+            decoder, spec, p = variants[d]
+            _decode(pages[0], spec, decoder, p, sequential)
+    regimes = {name: _regime(pages, variants, repeats, seq, log=log, name=name) for name, seq in REGIMES.items()}
 
     def total(rows, key, m):
         return sum(statistics.median(r[key][m]) for r in rows)
 
     summary = {}
     for name, rows in regimes.items():
-        d_tokens = sum(r["diffusion"]["tokens"] for r in rows)
-        ratios = {
-            "speedup_vs_ar": ratio_stats(rows, ("ar", "decode_s"), ("diffusion", "decode_s")),
-            "speedup_vs_ar_wall": ratio_stats(rows, ("ar", "wall_s"), ("diffusion", "wall_s")),
-            "recording_overhead": ratio_stats(rows, ("diffusion", "wall_s"), ("diffusion_norec", "wall_s")),
-            "recording_overhead_ar": ratio_stats(rows, ("ar", "wall_s"), ("ar_norec", "wall_s")),
-        }
+        ratios = {"speedup_vs_ar": ratio_stats(rows, ("ar", "decode_s"), ("diffusion", "decode_s")),
+                  "speedup_vs_ar_wall": ratio_stats(rows, ("ar", "wall_s"), ("diffusion", "wall_s")),
+                  "recording_overhead": ratio_stats(rows, ("diffusion", "wall_s"), (norec("diffusion"), "wall_s")),
+                  "recording_overhead_ar": ratio_stats(rows, ("ar", "wall_s"), (norec("ar"), "wall_s"))}
+        per_decoder = {}
+        for d in decoders:
+            tokens = sum(r[d]["tokens"] for r in rows)
+            entry = {"tokens_per_forward": tokens / sum(r[d]["nfe"] for r in rows), "cer": _micro_cer(rows, d),
+                     "decode_s_per_page": total(rows, d, "decode_s") / n_pages,
+                     "wall_s_per_page": total(rows, d, "wall_s") / n_pages,
+                     "prefill_s_per_page": total(rows, d, "prefill_s") / n_pages,
+                     "pages_per_second": n_pages / total(rows, d, "wall_s"),
+                     "trace_bytes_per_token": sum(r[d]["trace_bytes"] for r in rows) / tokens,
+                     "tokens_equal_ar": all(r[d]["tokens_equal_ar"] for r in rows)}
+            if d != "ar":
+                entry["speedup_vs_ar"] = ratio_stats(rows, ("ar", "decode_s"), (d, "decode_s"))
+                entry["speedup_vs_ar_wall"] = ratio_stats(rows, ("ar", "wall_s"), (d, "wall_s"))
+            if norec(d) in variants:
+                entry["recording_overhead"] = ratio_stats(rows, (d, "wall_s"), (norec(d), "wall_s"))
+            if "verify_forwards" in rows[0][d]:
+                verify = sum(r[d]["verify_forwards"] for r in rows)
+                drafted = sum(r[d]["drafted"] for r in rows)
+                entry.update(tokens_per_verify_forward=tokens / max(1, verify),
+                             acceptance=sum(r[d]["accepted"] for r in rows) / max(1, drafted))
+            per_decoder[d] = entry
         summary[name] = {
-            "tokens_per_forward": {
-                "diffusion": d_tokens / sum(r["diffusion"]["nfe"] for r in rows),
-                "ar": sum(r["ar"]["tokens"] for r in rows) / sum(r["ar"]["nfe"] for r in rows),
-            },
+            "tokens_per_forward": {d: e["tokens_per_forward"] for d, e in per_decoder.items()},
             **{k: v["value"] for k, v in ratios.items()},
             "ratios": ratios,
-            "prefill_s_per_page": {"diffusion": total(rows, "diffusion", "prefill_s") / n_pages,
-                                   "ar": total(rows, "ar", "prefill_s") / n_pages},
-            "trace_bytes_per_token": sum(r["diffusion"]["trace_bytes"] for r in rows) / d_tokens,
-            "cer": {"diffusion": _micro_cer(rows, "diffusion"), "ar": _micro_cer(rows, "ar")},
-            "decode_s_per_page": {"diffusion": total(rows, "diffusion", "decode_s") / n_pages,
-                                  "ar": total(rows, "ar", "decode_s") / n_pages},
-            "wall_s_per_page": {"diffusion": total(rows, "diffusion", "wall_s") / n_pages,
-                                "ar": total(rows, "ar", "wall_s") / n_pages},
-            "pages_per_second": {"diffusion": n_pages / total(rows, "diffusion", "wall_s"),
-                                 "ar": n_pages / total(rows, "ar", "wall_s")},
+            "decoders": per_decoder,
+            "prefill_s_per_page": {d: e["prefill_s_per_page"] for d, e in per_decoder.items()},
+            "trace_bytes_per_token": per_decoder["diffusion"]["trace_bytes_per_token"],
+            "cer": {d: e["cer"] for d, e in per_decoder.items()},
+            "decode_s_per_page": {d: e["decode_s_per_page"] for d, e in per_decoder.items()},
+            "wall_s_per_page": {d: e["wall_s_per_page"] for d, e in per_decoder.items()},
+            "pages_per_second": {d: e["pages_per_second"] for d, e in per_decoder.items()},
             "per_page": rows,
         }
     head, batch = summary["one_region_at_a_time"], summary["page_batch"]
+    spreads = {"speedup_vs_ar": head["ratios"]["speedup_vs_ar"],
+               "speedup_vs_ar_page_batch": batch["ratios"]["speedup_vs_ar"],
+               "recording_overhead": batch["ratios"]["recording_overhead"],
+               "recording_overhead_one_region": head["ratios"]["recording_overhead"]}
+    for d in decoders:  # the draft-and-verify decoders, same names with the decoder's in front
+        if d in ("ar", "diffusion"):
+            continue
+        key = d.replace("-", "_")
+        spreads[f"{key}_speedup_vs_ar"] = head["decoders"][d]["speedup_vs_ar"]
+        spreads[f"{key}_speedup_vs_ar_page_batch"] = batch["decoders"][d]["speedup_vs_ar"]
+        if norec(d) in variants:
+            spreads[f"{key}_recording_overhead"] = batch["decoders"][d]["recording_overhead"]
+            spreads[f"{key}_recording_overhead_one_region"] = head["decoders"][d]["recording_overhead"]
     return {
         "model": model,
         "ar_model": ar_model,
         "pages": n_pages,
         "repeats": repeats,
-        "settings": diff.knobs(),
+        "decoders": list(decoders),
+        "settings": params.knobs(),
         "tokens_per_forward": head["tokens_per_forward"],
+        "tokens_per_verify_forward": {d: e["tokens_per_verify_forward"] for d, e in head["decoders"].items()
+                                      if "tokens_per_verify_forward" in e},
+        "tokens_equal_ar": {d: head["decoders"][d]["tokens_equal_ar"] and batch["decoders"][d]["tokens_equal_ar"]
+                            for d in decoders},
         "speedup_vs_ar": head["speedup_vs_ar"],
         "speedup_vs_ar_page_batch": batch["speedup_vs_ar"],
         "recording_overhead": batch["recording_overhead"],
         "recording_overhead_one_region": head["recording_overhead"],
-        "spreads": {"speedup_vs_ar": head["ratios"]["speedup_vs_ar"],
-                    "speedup_vs_ar_page_batch": batch["ratios"]["speedup_vs_ar"],
-                    "recording_overhead": batch["ratios"]["recording_overhead"],
-                    "recording_overhead_one_region": head["ratios"]["recording_overhead"]},
-        "first_frame": first_frame(pages, model, diff),
+        "spreads": spreads,
+        "first_frame": first_frame(pages, model, params),
         "trace_bytes_per_token": batch["trace_bytes_per_token"],
         "peak_rss_mb": _peak_rss_mb(),
         "cer": batch["cer"],
@@ -276,4 +329,68 @@ def sweep_table(sweep: dict) -> str:
     for p in sweep["points"]:
         lines.append(f"| diffusion | {p['block_length']} | {p['threshold']} | {100 * p['cer']:.2f} | "
                      f"{p['tokens_per_forward']:.2f} | {p['tokens_per_second']:.0f} | {p['speed_vs_ar']:.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
+def run_draft_sweep(model: str = "nano", ar_model: str | None = None, n_pages: int = 4, draft_lengths=(2, 4, 8, 16),
+                    decoders=("self-speculative", "speculative"), one_region_at_a_time: bool = False, log=print) -> dict:
+    """The draft length's curve: per decoder and draft length, tokens per forward (every forward of
+    every model), tokens per verify forward, acceptance, CER and decode time, beside the reference
+    decodes they must equal token for token (the diffusion model's block-length-1 decode for
+    ``self-speculative``, AR for ``speculative``), on the benchmark's pages."""
+    pages = bench_pages(n_pages)
+    ar_model = ar_model or model
+    base = DecodeParams()
+
+    def ids(trace) -> list[list[int]]:
+        return [[t.id for t in r.tokens] for r in trace.regions]
+
+    def measure(decoder: str, spec: str, params) -> dict:
+        runs = [_decode(page, spec, decoder, params, one_region_at_a_time) for page in pages]
+        edits = chars = 0
+        for page, t in zip(pages, runs):
+            ref = page.text or ""
+            edits += round(cer(t.text, ref) * len(ref))
+            chars += len(ref)
+        m = [t.metrics for t in runs]
+        out = {"tokens": sum(x.tokens for x in m), "nfe": sum(x.nfe for x in m), "decode_s": sum(x.decode_s for x in m),
+               "cer": edits / max(1, chars), "ids": [ids(t) for t in runs]}
+        out["tokens_per_forward"] = out["tokens"] / max(1, out["nfe"])
+        if m[0].get("verify_forwards") is not None:
+            out["tokens_per_verify_forward"] = out["tokens"] / max(1, sum(x.verify_forwards for x in m))
+            out["acceptance"] = sum(x.accepted for x in m) / max(1, sum(x.drafted for x in m))
+        return out
+
+    _decode(pages[0], model, "diffusion", replace(base, block_length=1, steps=1), one_region_at_a_time)  # warm-up
+    refs = {"self-speculative": measure("diffusion", model, replace(base, block_length=1, steps=1)),
+            "speculative": measure("ar", ar_model, base)}
+    for name, r in refs.items():
+        log(f"reference of {name}: tpf {r['tokens_per_forward']:.2f}, CER {100 * r['cer']:.2f}%, decode {r['decode_s']:.2f}s")
+    points = []
+    for decoder in decoders:
+        for w in draft_lengths:
+            knobs = {"draft_length": w, **({"verifier": ar_model} if decoder == "speculative" else {})}
+            p = measure(decoder, model, replace(base, more={**base.more, **knobs}))
+            ref = refs[decoder]
+            point = {"decoder": decoder, "draft_length": w, "equal_to_reference": p.pop("ids") == ref["ids"],
+                     "speedup_vs_reference": ref["decode_s"] / max(1e-9, p["decode_s"]), **p}
+            points.append(point)
+            log(f"{decoder} draft {w}: " + json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in point.items()}))
+    for r in refs.values():
+        r.pop("ids")
+    return {"model": model, "ar_model": ar_model, "pages": n_pages, "one_region_at_a_time": one_region_at_a_time,
+            "references": {"self-speculative": {"decoder": "diffusion --block-length 1", **refs["self-speculative"]},
+                           "speculative": {"decoder": "ar", **refs["speculative"]}},
+            "points": points}
+
+
+def draft_sweep_table(sweep: dict) -> str:
+    lines = ["| decoder | draft length | tokens/forward | tokens/verify forward | acceptance | CER % | decode time vs reference | equal to reference |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, r in sweep["references"].items():
+        lines.append(f"| reference of {name}: {r['decoder']} | - | {r['tokens_per_forward']:.2f} | - | - | {100 * r['cer']:.2f} | 1.00x | - |")
+    for p in sweep["points"]:
+        lines.append(f"| {p['decoder']} | {p['draft_length']} | {p['tokens_per_forward']:.2f} | "
+                     f"{p.get('tokens_per_verify_forward', 0):.2f} | {p.get('acceptance', 0):.3f} | {100 * p['cer']:.2f} | "
+                     f"{p['speedup_vs_reference']:.2f}x faster | {'yes' if p['equal_to_reference'] else 'NO'} |")
     return "\n".join(lines) + "\n"

@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from mudiff_viz.bench.speed import FULL, QUICK, ratio_text, run_bench, run_sweep, sweep_figure, sweep_table
+from mudiff_viz.bench.speed import (DECODERS, FULL, QUICK, draft_sweep_table, ratio_text, run_bench, run_draft_sweep, run_sweep,
+                                    sweep_figure, sweep_table)
 from mudiff_viz.cli.common import add_knob_flags, knobs_from
 from mudiff_viz.decoding.settings import DecodeParams
 
@@ -22,6 +23,8 @@ def register(sub) -> None:
     b.add_argument("--quick", action="store_true",
                    help=f"the first {QUICK['n_pages']} pages, {QUICK['repeats']} timed passes (a few minutes on 2 CPU cores)")
     b.add_argument("--threads", type=int, default=2)
+    b.add_argument("--decoders", default=",".join(DECODERS),
+                   help="comma-separated decoders to time beside AR and diffusion (default: all four)")
     b.add_argument("--out", default="bench.json")
     add_knob_flags(b)
     b.set_defaults(func=cmd_bench)
@@ -32,6 +35,8 @@ def register(sub) -> None:
     s.add_argument("--thresholds", default="0.5,0.6,0.7,0.8,0.9,0.95,0.99")
     s.add_argument("--block-lengths", default="8,16,32")
     s.add_argument("--threads", type=int, default=2)
+    s.add_argument("--draft-lengths", help="instead: sweep the draft-and-verify decoders' draft length (e.g. 2,4,8,16)")
+    s.add_argument("--one-region-at-a-time", action="store_true", help="with --draft-lengths: the latency regime")
     s.add_argument("--out", default="docs/results/bench/sweep")
     s.set_defaults(func=cmd_sweep)
 
@@ -43,12 +48,19 @@ def cmd_bench(args) -> int:
     n, repeats = (QUICK["n_pages"], QUICK["repeats"]) if args.quick else (args.pages, args.repeats)
     t0 = time.perf_counter()
     params = DecodeParams.from_knobs(**knobs_from(args))
-    result = run_bench(args.model, n, repeats, ar_model=args.ar_model, params=params, log=lambda m: print(m, file=sys.stderr))
+    decoders = [d.strip() for d in args.decoders.split(",") if d.strip()]
+    unknown = sorted(set(decoders) - set(DECODERS))
+    if unknown:
+        print(f"error: unknown decoder {unknown[0]!r}: choose from {', '.join(DECODERS)}", file=sys.stderr)
+        return 2
+    result = run_bench(args.model, n, repeats, ar_model=args.ar_model, params=params, decoders=decoders,
+                       log=lambda m: print(m, file=sys.stderr))
     result["threads"] = args.threads
     result["bench_wall_s"] = time.perf_counter() - t0
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    keys = ("tokens_per_forward", "speedup_vs_ar", "speedup_vs_ar_page_batch", "recording_overhead",
-            "trace_bytes_per_token", "peak_rss_mb", "cer", "decode_s_per_page")
+    keys = ("tokens_per_forward", "tokens_per_verify_forward", "tokens_equal_ar", "speedup_vs_ar",
+            "speedup_vs_ar_page_batch", "recording_overhead", "trace_bytes_per_token", "peak_rss_mb", "cer",
+            "decode_s_per_page")
     print(json.dumps({k: result[k] for k in keys}, indent=1))
     for name, stats in result["spreads"].items():
         print(f"{name}: {ratio_text(stats)}")
@@ -61,6 +73,8 @@ def cmd_sweep(args) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
+    if args.draft_lengths:
+        return _draft_sweep(args)
     thresholds = tuple(float(x) for x in args.thresholds.split(","))
     blocks = tuple(int(x) for x in args.block_lengths.split(","))
     sweep = run_sweep(args.model, args.ar_model, args.pages, thresholds, blocks, log=lambda m: print(m, file=sys.stderr))
@@ -75,4 +89,20 @@ def cmd_sweep(args) -> int:
     except Exception as exc:  # kaleido needs a Chromium; the JSON, table and HTML are written anyway
         print(f"note: no PNG ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})", file=sys.stderr)
     print(sweep_table(sweep))
+    return 0
+
+
+def _draft_sweep(args) -> int:
+    try:
+        lengths = tuple(int(x) for x in args.draft_lengths.split(","))
+    except ValueError:
+        print(f"error: --draft-lengths must be comma-separated integers, got {args.draft_lengths!r}", file=sys.stderr)
+        return 2
+    sweep = run_draft_sweep(args.model, args.ar_model, args.pages, lengths, one_region_at_a_time=args.one_region_at_a_time,
+                            log=lambda m: print(m, file=sys.stderr))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "draft-sweep.json").write_text(json.dumps(sweep, indent=2) + "\n")
+    (out / "draft-sweep.md").write_text(draft_sweep_table(sweep))
+    print(draft_sweep_table(sweep))
     return 0

@@ -6,14 +6,14 @@ Two decoders on the one run (clock, observers, stopping criteria, sampler) the o
 - ``self-speculative``: one block-diffusion model is both drafter and verifier. With block size 1
   it is autoregressive (a MASK after the text, predicted from it), so verifying is asking its
   block-size-1 prediction at each drafted position. One forward does both jobs (the layout of
-  models/base.py ``SpecLayout``): ``[c ; d_0 .. d_{k-1} ; query_0 .. query_k ; D_0 .. D_W]`` where
-  ``c`` is the last committed token (not yet in the cache) and the ``d`` are the drafts, stored as
-  a causal chain; query ``i`` is the block-size-1 MASK after ``c, d_0 .. d_{i-1}``; the ``D`` are a
-  diffusion block of masks after all of them. The verdict keeps ``d_0 .. d_{a-1}`` and the
-  verifier's token at ``a``; the cache keeps ``c, d_0 .. d_{a-1}``. The next drafts are the queries'
-  own picks past ``a`` (block-size-1 predictions that saw a wrong draft before them: right more often
-  than the diffusion block, which sits further out) and then the draft block, ``draft_length`` in
-  all. With greedy decoding the tokens equal the model's ``--decoder diffusion --block-length 1``
+  models/base.py ``SpecLayout``, branched): ``[c ; d_0 .. d_{k-1} ; query_0 .. query_k ; B_0 .. B_k]``
+  where ``c`` is the last committed token (not yet in the cache) and the ``d`` are the drafts,
+  stored as a causal chain; query ``i`` is the block-size-1 MASK after ``c, d_0 .. d_{i-1}``; branch
+  ``B_i`` is a diffusion block of ``draft_length`` masks continuing query ``i``, as if the query were
+  its first mask. The verdict keeps ``d_0 .. d_{a-1}`` and the verifier's token at ``a``; the cache
+  keeps ``c, d_0 .. d_{a-1}``; the next drafts are branch ``B_a``'s (drafted for exactly the text
+  that was kept). With greedy decoding the tokens equal the model's
+  ``--decoder diffusion --block-length 1``
   decode (tests/test_speculative.py).
 - ``speculative``: the block-diffusion model drafts (storing the text it is behind on and drafting
   ``draft_length`` masks after it, one forward) and an AR model verifies the drafts in one causal

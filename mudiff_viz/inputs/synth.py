@@ -29,7 +29,8 @@ FONTS = {
     "courier": ("cour", "cobo"),
 }
 SPLITS = ("train", "val", "test")
-PAGE_SIZES = {"letter": (612.0, 792.0), "a4": (595.0, 842.0)}
+PAGE_SIZES = {"letter": (612.0, 792.0), "a4": (595.0, 842.0)}  # what random styles draw from (training, evaluation)
+SMALL_PAPER = {"a6": (298.0, 420.0)}  # never drawn: for a short page on purpose (tests that decode a whole page)
 
 
 @dataclass
@@ -178,7 +179,7 @@ def make_page(
 
     regular, bold = FONTS[style.font]
     doc = pymupdf.open()
-    pw, ph = PAGE_SIZES[style.paper]
+    pw, ph = {**PAGE_SIZES, **SMALL_PAPER}[style.paper]
     page = doc.new_page(width=pw, height=ph)
     if font_file:
         page.insert_font(fontname="F0", fontfile=font_file)

@@ -9,8 +9,9 @@ so a bad value raises the same one-line :class:`UserInputError`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
@@ -18,6 +19,7 @@ from models import registry
 from mudiff_viz.core.errors import ModelLoadError, UserInputError
 from mudiff_viz.core.limits import Limits, current
 from mudiff_viz.core.trace import Trace
+from mudiff_viz.decoding.decoders import get_decoder
 from mudiff_viz.decoding.observers import ProgressFn, Snapshot
 from mudiff_viz.decoding.pipeline import decode_page, make_params
 from mudiff_viz.decoding.settings import KNOB, KNOBS
@@ -103,16 +105,28 @@ def load_trace(path: str | Path) -> Trace:
 
 
 def compare(source: Source, *, model: str = "nano", ar_model: str | None = None, page: int = 0, dpi: float = 150,
-            occlude=None, degrade=None, probe_seed: int = 0, limits: Limits | None = None, **knobs: Any) -> Comparison:
-    """Both decoders on the same page (AR first, as the app does); ``ar_model`` defaults to ``model``."""
+            occlude=None, degrade=None, probe_seed: int = 0, limits: Limits | None = None,
+            also: Sequence[str] = (), **knobs: Any) -> Comparison:
+    """AR and diffusion on the same page (AR first, as the app does), then each decoder of ``also``
+    (``"self-speculative"``, ``"speculative"``: the diffusion model drafts; the speculative
+    decoder's verifier is ``ar_model``, which defaults to ``model``)."""
     limits = limits or current()
-    params = {d: make_params(limits, **check_knobs(knobs)) for d in DECODERS}
+    params = make_params(limits, **check_knobs(knobs))
+    for name in also:
+        get_decoder(name)
     loaded = load_page(source, page, dpi, occlude, degrade, probe_seed, limits)
-    ar = decode_page(loaded, model=ar_model or model, decoder="ar", params=params["ar"])
-    diffusion = decode_page(loaded, model=model, decoder="diffusion", params=params["diffusion"])
-    for t in (ar, diffusion):
+    ar_spec = ar_model or model
+    ar = decode_page(loaded, model=ar_spec, decoder="ar", params=params)
+    diffusion = decode_page(loaded, model=model, decoder="diffusion", params=params)
+    more = {}
+    for name in dict.fromkeys(also):
+        if name in ("ar", "diffusion"):
+            continue
+        own = replace(params, more={**params.more, "verifier": params.verifier or ar_spec}) if name == "speculative" else params
+        more[name] = decode_page(loaded, model=model, decoder=name, params=own)
+    for t in (ar, diffusion, *more.values()):
         page_images.remember(t, loaded.image)
-    return Comparison(ar=ar, diffusion=diffusion)
+    return Comparison(ar=ar, diffusion=diffusion, also=more)
 
 
 def shuffle(source: Source, *, level: float = 1.0, seed: int = 0, model: str = "nano", ar_model: str | None = None,

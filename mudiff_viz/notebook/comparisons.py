@@ -3,7 +3,7 @@ app's Compare and Shuffle tabs show, displayed as one player on a shared clock."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -14,14 +14,23 @@ from mudiff_viz.views import tables
 
 @dataclass
 class Comparison:
-    """AR and diffusion on one page, played on one clock (the app's Compare tab)."""
+    """AR, diffusion and any draft-and-verify decoders on one page, played on one clock (the app's
+    Compare tab). ``also``: the further decoders' traces, by decoder name."""
 
     ar: Trace
     diffusion: Trace
+    also: dict[str, Trace] = field(default_factory=dict)
 
     @property
     def traces(self) -> list[Trace]:
-        return [self.ar, self.diffusion]
+        return [self.ar, self.diffusion, *self.also.values()]
+
+    def __getitem__(self, decoder: str) -> Trace:
+        """One decoder's trace (``cmp["self-speculative"]``)."""
+        for t in self.traces:
+            if t.decoder == decoder:
+                return t
+        raise KeyError(f"{decoder!r} is not in this comparison: {', '.join(t.decoder for t in self.traces)}")
 
     def metrics_frame(self) -> pd.DataFrame:
         """The Compare tab's metrics table: one row per metric, one column per decoder."""

@@ -1,4 +1,5 @@
-"""The Compare tab: the same page through the AR and the diffusion twin, played on one clock."""
+"""The Compare tab: the same page through the AR twin, the diffusion twin and a draft-and-verify
+decoder, played on one clock."""
 
 from __future__ import annotations
 
@@ -16,47 +17,68 @@ from mudiff_viz.ui.decode_tab import prepare_page
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.slot import MODEL_WORK
 from mudiff_viz.views import tables
+from mudiff_viz.views.labels import decoder_label
 from mudiff_viz.views.page_image import image_data_url
 
 
-def _progress(progress, who: str):
-    unit = "tokens" if who == "AR" else "blocks"
+THIRD_CHOICES = [("self-speculative: the diffusion model drafts and verifies itself", "self-speculative"),
+                 ("speculative: the diffusion model drafts, the AR model verifies", "speculative"),
+                 ("none: AR and diffusion only", "none")]
 
+
+def _progress(progress, who: str, unit: str):
     def cb(done: int, total: int) -> None:
         progress((done, total), desc=f"{who}: {unit} {done}/{total}", unit=unit)
 
     return cb
 
 
+def compare_plan(spec_diffusion: str, spec_ar: str, third: str) -> list[tuple[str, str, dict]]:
+    """The decodes Compare runs, in order: (decoder, model spec, knobs of its own). AR first, then
+    diffusion, then the draft-and-verify decoder if one is chosen (its verifier is the AR model)."""
+    plan = [("ar", spec_ar, {}), ("diffusion", spec_diffusion, {})]
+    if third == "speculative":
+        plan.append(("speculative", spec_diffusion, {"verifier": spec_ar}))
+    elif third == "self-speculative":
+        plan.append(("self-speculative", spec_diffusion, {}))
+    elif third not in ("none", "", None):
+        raise UserInputError(f"unknown third decoder {third!r}; choose one of self-speculative, speculative, none")
+    return plan
+
+
 @user_errors
 @results.shows_failure(results.COMPARE_OUTPUTS)
-def run_compare(file, page_number, spec_diffusion, spec_ar, knobs: dict, occlude_words="", occlude_fraction=0.0,
+def run_compare(file, page_number, spec_diffusion, spec_ar, third, knobs: dict, occlude_words="", occlude_fraction=0.0,
                 degrade_dpi=150, blur=0.0, noise=0.0, jpeg=0, rotate=0.0, probe_seed=0, progress=gr.Progress()):
-    """AR then diffusion on one page; yields a cleared screen, each decode as it grows, then both."""
+    """AR, diffusion, then the chosen draft-and-verify decoder on one page; yields a cleared screen,
+    each decode as it grows beside the finished ones, then all of them."""
     names = results.COMPARE_OUTPUTS
-    yield results.ordered(results.cleared(names, "Decoding with AR, then diffusion…", "Decoding: AR first, then diffusion."),
-                          names)
+    plan = compare_plan(spec_diffusion or "nano", spec_ar or "nano", third)
+    order = ", then ".join(decoder_label(d) for d, _, _ in plan)
+    yield results.ordered(results.cleared(names, f"Decoding with {order}…", f"Decoding: {order}."), names)
     probes = probe_spec(occlude_words, occlude_fraction, degrade_dpi, blur, noise, jpeg, rotate, probe_seed)
-    spec_ar, spec_diffusion = spec_ar or "nano", spec_diffusion or "nano"
-    models.check(spec_ar, "ar")
-    models.check(spec_diffusion, "diffusion")
+    for decoder, spec, _ in plan:
+        models.check(spec, decoder)
     progress(0, desc="loading the page")
     page = prepare_page(file, page_number, probes)
     image = image_data_url(page.image)
     stream = uuid.uuid4().hex[:12]
     progress(0, desc="loading the models and encoding the page (prefill)")
-    ar = diff = None
-    for done, ar in jobs.streamed(lambda snap: jobs.decode_job(page, spec_ar, "ar", knobs, _progress(progress, "AR"), snap)):
-        if not done:
-            yield results.ordered({"player": results.compare_panes(ar, None, image, image, partial="ar", stream=stream),
-                                   "status": f"AR: {ar.n_tokens} tokens so far…"}, names)
-    for done, diff in jobs.streamed(lambda snap: jobs.decode_job(page, spec_diffusion, "diffusion", knobs,
-                                                                 _progress(progress, "diffusion"), snap)):
-        if not done:
-            yield results.ordered({"player": results.compare_panes(ar, diff, image, image, partial="diffusion", stream=stream),
-                                   "status": f"AR done ({ar.n_tokens} tokens); diffusion: {diff.n_tokens} tokens so far…"},
-                                  names)
-    yield results.ordered(results.compare_result(ar, diff, image, image, probes, stream=stream), names)
+    done_traces: list[Trace] = []
+    for i, (decoder, spec, own) in enumerate(plan):
+        who = decoder_label(decoder)
+        cb = _progress(progress, who, "blocks" if decoder == "diffusion" else "tokens")
+        job = (lambda snap, decoder=decoder, spec=spec, own=own, cb=cb:
+               jobs.decode_job(page, spec, decoder, {**knobs, **own}, cb, snap))
+        before = "; ".join(f"{decoder_label(t.decoder)} done ({t.n_tokens} tokens)" for t in done_traces)
+        for done, trace in jobs.streamed(job):
+            if done:
+                done_traces.append(trace)
+            else:
+                yield results.ordered({"player": results.compare_panes([*done_traces, trace], image, partial=i, stream=stream),
+                                       "status": (before + "; " if before else "") + f"{who}: {trace.n_tokens} tokens so far…"},
+                                      names)
+    yield results.ordered(results.compare_result(done_traces, image, probes, stream=stream), names)
 
 
 def _trace_image(trace: Trace) -> str | None:
@@ -71,7 +93,7 @@ def compare_examples():
     if not ex["ar"] or not ex["diffusion"]:
         raise UserInputError("no bundled example traces: run python scripts/make_example_traces.py")
     ar, diff = Trace.load(ex["ar"][0]), Trace.load(ex["diffusion"][0])
-    return results.ordered(results.compare_result(ar, diff, _trace_image(ar), _trace_image(diff)), results.COMPARE_OUTPUTS)
+    return results.ordered(results.compare_result([ar, diff], _trace_image(diff)), results.COMPARE_OUTPUTS)
 
 
 def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
@@ -82,11 +104,14 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
             with gr.Row():
                 model_d = gr.Dropdown(model_choices, value=model_choices[0][1], label="Diffusion model")
                 model_a = gr.Dropdown(model_choices, value=model_choices[0][1], label="AR model")
+            third = gr.Radio(THIRD_CHOICES, value="self-speculative", label="Third decoder (draft and verify)",
+                             elem_id="compare-third")
             controls.diffusion_knobs(knobs, suffix=" (diffusion)")
+            controls.diffusion_knobs(knobs, names=["draft_length"], suffix=" (draft and verify)")
             controls.max_tokens_control(knobs)
             perturb = controls.perturb_panel("compare")
             with gr.Row():
-                run = gr.Button("Run AR and diffusion", variant="primary", elem_id="compare-run", scale=3)
+                run = gr.Button("Run AR, diffusion and draft-and-verify", variant="primary", elem_id="compare-run", scale=3)
                 example = gr.Button("Load the bundled example pair (no model)", elem_id="compare-example", scale=2)
     status = gr.Markdown(elem_id="compare-status")
     warning = gr.Markdown(visible=False, elem_id="compare-warning", elem_classes="mudiff-warning")
@@ -102,6 +127,9 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
         with gr.Column(min_width=280):
             gr.Markdown("**Diffusion against the ground truth**")
             diff_d = gr.HTML(elem_id="compare-diff-diffusion")
+        with gr.Column(min_width=280):
+            gr.Markdown("**Draft and verify against the ground truth**")
+            diff_t = gr.HTML(elem_id="compare-diff-third")
     with gr.Accordion("Whole-run figures", open=True):
         with gr.Row():
             fig_fwd = gr.Plot(show_label=False, visible=False)
@@ -113,10 +141,12 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
                     elem_id="compare-downloads", visible=False)
 
     controls.wire_picker(picker, perturb)
-    outputs = results.says_why([status, warning, player, table, diff_note, diff_ar, diff_d, fig_fwd, fig_wall, fig_conf,
-                                fig_order, files])
-    inputs = [picker.file, picker.number, model_d, model_a, *knobs.values(), *perturb.inputs]
-    run.click(controls.with_knobs(run_compare, 4, knobs.names()), inputs, outputs, concurrency_id=MODEL_WORK,
+    outputs = results.says_why([status, warning, player, table, diff_note, diff_ar, diff_d, diff_t, fig_fwd, fig_wall,
+                                fig_conf, fig_order, files])
+    inputs = [picker.file, picker.number, model_d, model_a, third, *knobs.values(), *perturb.inputs]
+    third.change(lambda t: gr.update(visible=t != "none"), third, knobs["draft_length"], queue=False,
+                 api_visibility="private")
+    run.click(controls.with_knobs(run_compare, 5, knobs.names()), inputs, outputs, concurrency_id=MODEL_WORK,
               concurrency_limit=1, api_name="compare", scroll_to_output=True, show_progress="minimal")
     example.click(compare_examples, None, outputs, api_name="compare_examples", scroll_to_output=True)
     return {"picker": picker, "run": run}

@@ -181,6 +181,25 @@ def diffusion_knobs(knobs: Knobs, suffix: str = "", names: Sequence[str] | None 
     return group
 
 
+# how the app names each decoder (the registry's order: decoding/decoders.py)
+DECODER_LABELS = {"diffusion": "Diffusion", "ar": "Autoregressive (AR)",
+                  "self-speculative": "Self-speculative (drafts and verifies itself)",
+                  "speculative": "Speculative (diffusion drafts, AR verifies)"}
+
+
+def decoder_choices() -> list[tuple[str, str]]:
+    """(label, name) of every registered decoder, for the app's decoder pickers."""
+    from mudiff_viz.decoding.decoders import DECODERS
+
+    return [(DECODER_LABELS.get(name, d.label), name) for name, d in DECODERS.items()]
+
+
+def knob_visibility(knobs: Knobs, decoder: str, shown: Sequence[str] | None = None) -> list:
+    """One ``gr.update`` per knob of ``shown`` (default: all of the tab's): visible where the chosen
+    decoder reads it, so a knob that would change nothing is not offered."""
+    return [gr.update(visible=decoder in KNOB[n].decoders) for n in (knobs.names() if shown is None else shown)]
+
+
 def max_tokens_control(knobs: Knobs) -> gr.components.Component:
     return knobs.add("max_new_tokens")
 

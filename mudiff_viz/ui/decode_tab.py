@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from mudiff_viz.decoding.settings import DIFFUSION, KNOB
 from mudiff_viz.probes.apply import ProbeSpec, probe_spec, probed_page
 from mudiff_viz.ui import controls, jobs, models, pagework, results
 from mudiff_viz.ui.common import file_path, user_errors
@@ -92,8 +93,8 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> DecodeTa
     # settings it runs with come right below)
     with gr.Row(equal_height=True, elem_id="decode-toolbar"):
         run = gr.Button("Run decode", variant="primary", elem_id="decode-run", scale=1, min_width=150)
-        decoder = gr.Radio([("Diffusion", "diffusion"), ("Autoregressive (AR)", "ar")], value="diffusion",
-                           label="Decoder", elem_id="decode-decoder", scale=2, min_width=240)
+        decoder = gr.Radio(controls.decoder_choices(), value="diffusion", label="Decoder", elem_id="decode-decoder",
+                           scale=3, min_width=300)
         model = gr.Dropdown(model_choices, value=model_choices[0][1], label="Model", elem_id="decode-model", scale=3,
                             min_width=260)
     note = missing_note() or real_models_note(model_choices)
@@ -115,8 +116,9 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> DecodeTa
             fig_tpf = gr.Plot(show_label=False, elem_id="decode-fig-tpf", visible=False)
 
     controls.wire_picker(picker, perturb)
-    decoder.change(lambda d: gr.update(visible=d == "diffusion"), decoder, diffusion_group, queue=False,
-                   api_visibility="private")
+    shared = [n for n in knobs.names() if KNOB[n].decoders != (DIFFUSION,)]  # the group hides diffusion's own
+    decoder.change(lambda d: [gr.update(visible=d == DIFFUSION), *controls.knob_visibility(knobs, d, shared)], decoder,
+                   [diffusion_group, *knobs.values(shared)], queue=False, api_visibility="private")
     inputs = [picker.file, picker.number, model, decoder, *knobs.values(), *perturb.inputs]
     outputs = results.says_why([status, warning, player, fig_order, fig_conf, fig_tpf, downloads])
     run.click(controls.with_knobs(run_decode, 4, knobs.names()), inputs, outputs, concurrency_id=MODEL_WORK,

@@ -81,6 +81,9 @@ def check(spec: str, decoder: str) -> None:
     the choice is a real model's "not set up" entry."""
     if spec.startswith(SETUP):
         raise ModelLoadError(setup_message(spec[len(SETUP):]))
+    from mudiff_viz.decoding.decoders import get_decoder
+
     family = family_of(spec)
-    if family is not None and not registry.twin_installed(family, decoder):
-        raise ModelLoadError(missing_message(decoder, family))
+    for weights in get_decoder(decoder).weights:  # a speculative decoder also runs its family's AR twin
+        if family is not None and not registry.twin_installed(family, weights):
+            raise ModelLoadError(missing_message(weights, family))

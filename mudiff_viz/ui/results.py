@@ -26,8 +26,8 @@ from mudiff_viz.views.player import compare_payload, player_payload
 from mudiff_viz.views.warnings import decode_warnings
 
 DECODE_OUTPUTS = ("status", "warning", "player", "fig_order", "fig_conf", "fig_tpf", "downloads")
-COMPARE_OUTPUTS = ("status", "warning", "player", "table", "diff_note", "diff_ar", "diff_diffusion", "fig_forward",
-                   "fig_wall", "fig_conf", "fig_order", "downloads")
+COMPARE_OUTPUTS = ("status", "warning", "player", "table", "diff_note", "diff_ar", "diff_diffusion", "diff_third",
+                   "fig_forward", "fig_wall", "fig_conf", "fig_order", "downloads")
 FIGURES = ("fig_order", "fig_conf", "fig_tpf", "fig_forward", "fig_wall")
 
 
@@ -157,26 +157,31 @@ def decode_result(trace: Trace, image_url: str | None, probes: ProbeSpec | None 
     }
 
 
-def text_diffs(ar: Trace, diff: Trace) -> dict:
-    """The two decoded texts against the ground truth, word by word (HTML)."""
-    gt = diff.gt_text if diff.gt_text is not None else ar.gt_text
+# the Compare tab's panes, by decoder: what each one shows at a glance
+PANE_LABELS = {"ar": "AR (one token per forward)", "diffusion": "diffusion (parallel unmasking)",
+               "self-speculative": "self-speculative (drafts and verifies itself)",
+               "speculative": "speculative (diffusion drafts, AR verifies)"}
+DIFF_OUTPUTS = ("diff_ar", "diff_diffusion", "diff_third")  # the word diffs, one per Compare pane
+
+
+def text_diffs(traces: list[Trace]) -> dict:
+    """Each decoded text against the ground truth, word by word (HTML), in pane order."""
+    gt = next((t.gt_text for t in reversed(traces) if t.gt_text is not None), None)
     if gt is None:
         note = "This page has no text layer, so there is no ground truth to diff against: the decoded texts are shown as is."
     else:
         note = "Each decode against the page's text layer (ground truth), word by word."
-    return {"diff_note": note, "diff_ar": diff_html(ar.text, gt), "diff_diffusion": diff_html(diff.text, gt)}
+    out = {"diff_note": note, **{n: "" for n in DIFF_OUTPUTS}}
+    out.update({n: diff_html(t.text, gt) for n, t in zip(DIFF_OUTPUTS, traces)})
+    return out
 
 
-def compare_panes(ar: Trace | None, diff: Trace | None, image_ar: str | None, image_diff: str | None,
-                  partial: str | None = None, stream: str | None = None) -> dict:
-    """The two-pane payload; ``partial`` names the pane still decoding ("ar" or "diffusion")."""
-    panes = []
-    if ar is not None:
-        panes.append(player_payload(ar, image_url=image_ar, label="AR (one token per forward)", partial=partial == "ar",
-                                    stream=stream))
-    if diff is not None:
-        panes.append(player_payload(diff, image_url=image_diff, label="diffusion (parallel unmasking)",
-                                    partial=partial == "diffusion", stream=stream))
+def compare_panes(traces: list[Trace], image_url: str | None, partial: int | None = None,
+                  stream: str | None = None) -> dict:
+    """The payload of several decodes of one page on one clock; ``partial``: the index of the pane
+    still decoding (the others are done)."""
+    panes = [player_payload(t, image_url=image_url, label=PANE_LABELS.get(t.decoder), partial=partial == i, stream=stream)
+             for i, t in enumerate(traces)]
     if len(panes) == 1:
         return panes[0]
     out = compare_payload(panes)
@@ -184,24 +189,27 @@ def compare_panes(ar: Trace | None, diff: Trace | None, image_ar: str | None, im
     return out
 
 
-def compare_result(ar: Trace, diff: Trace, image_ar: str | None, image_diff: str | None,
-                   probes: ProbeSpec | None = None, stream: str | None = None) -> dict:
-    """Everything the Compare tab shows for a finished pair, downloads written."""
-    headers, rows = tables.metrics_table([ar, diff])
+def compare_result(traces: list[Trace], image_url: str | None, probes: ProbeSpec | None = None,
+                   stream: str | None = None) -> dict:
+    """Everything the Compare tab shows for finished decodes of one page (AR first), downloads written."""
+    headers, rows = tables.metrics_table(traces)
     outdir = request_dir()
-    stem = safe_stem(diff.page.source)
-    paths = [write_trace(ar, outdir, stem), write_trace(diff, outdir, stem)]
-    paths.append(write_text(standalone_compare_html([ar, diff], [image_ar, image_diff], f"{diff.page.source}: AR vs diffusion"),
+    last = traces[-1]
+    stem = safe_stem(last.page.source)
+    paths = [write_trace(t, outdir, stem) for t in traces]
+    names = " vs ".join(decoder_label(t.decoder) for t in traces)
+    paths.append(write_text(standalone_compare_html(traces, [image_url] * len(traces), f"{last.page.source}: {names}"),
                             outdir, f"{stem}.compare.replay.html"))
+    diffusion = next((t for t in traces if t.decoder == "diffusion"), last)
     return {
-        "status": tables.summary_markdown(ar) + "  \n" + tables.summary_markdown(diff) + "  \n" + page_line(diff, probes),
-        "warning": warning_update([ar, diff]),
-        "player": compare_panes(ar, diff, image_ar, image_diff, stream=stream),
+        "status": "  \n".join(tables.summary_markdown(t) for t in traces) + "  \n" + page_line(last, probes),
+        "warning": warning_update(traces),
+        "player": compare_panes(traces, image_url, stream=stream),
         "table": gr.update(value=rows, headers=headers),
-        **text_diffs(ar, diff),
-        "fig_forward": plot(figures.progress_curves([ar, diff], "forward")),
-        "fig_wall": plot(figures.progress_curves([ar, diff], "wall")),
-        "fig_conf": plot(figures.confidence_histogram([ar, diff])),
-        "fig_order": plot(figures.commit_order_heatmap(diff)),
+        **text_diffs(traces),
+        "fig_forward": plot(figures.progress_curves(traces, "forward")),
+        "fig_wall": plot(figures.progress_curves(traces, "wall")),
+        "fig_conf": plot(figures.confidence_histogram(traces)),
+        "fig_order": plot(figures.commit_order_heatmap(diffusion)),
         "downloads": files(paths),
     }
