@@ -224,7 +224,7 @@ def test_lessons_use_real_settings():
         for run in lesson.runs:
             s = howitworks.run_settings(run)
             assert s["strategy"] in STRATEGIES and 1 <= s["block_length"] <= 128 and 1 <= s["steps"] <= 128
-            assert 0 <= s["threshold"] <= 1 and run.decoder in ("diffusion", "ar")
+            assert 0 <= s["threshold"] <= 1 and run.decoder in ("diffusion", "ar", "self-speculative", "speculative")
             assert run.family in howitworks.PAIR_NAMES
             DecodeParams.from_knobs(**{k: v for k, v in s.items() if k != "decoder"}).check()
 

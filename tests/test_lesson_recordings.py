@@ -67,3 +67,20 @@ def test_the_recording_equals_a_live_run(run):
     assert [[t.id for t in r.tokens] for r in recorded.regions] == [[t.id for t in r.tokens] for r in live.regions], \
         f"{lesson_recordings.run_key(run)} differs from a live decode: rerun scripts/record_lessons.py"
     assert recorded.text == live.text
+
+
+def test_panes_whose_text_matters_read_and_say_with_which_decoder():
+    """A pane whose text is the lesson's point reads (<= 3% CER on the sample); on the subword pair it
+    runs a draft-and-verify decoder, and the lesson's text names it."""
+    from mudiff_viz.decoding.settings import SPECULATIVE
+
+    reading = [(lesson, run) for lesson in howitworks.LESSONS for run in lesson.runs if run.reads]
+    assert any(run.family == howitworks.SUBWORD for _, run in reading)
+    for lesson, run in reading:
+        if run.family == howitworks.SUBWORD:
+            assert run.decoder in SPECULATIVE, run
+        assert lesson_recordings.load_recording(run).metrics.cer <= 0.03, run
+        text = lessons_tab.lesson_text(lesson)
+        assert howitworks.DECODER_NAMES[run.decoder] in text
+        if run.decoder == "self-speculative":
+            assert "decoder that reads" in text

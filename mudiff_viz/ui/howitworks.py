@@ -24,6 +24,7 @@ class Run:
     settings: dict = field(default_factory=dict)
     decoder: str = "diffusion"
     label: str = ""  # the pane's title; a default names the pair and what differs
+    reads: bool = False  # its text matters to the lesson: on the subword pair it runs a decoder that reads (self-speculative)
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,8 @@ def run_uses(run: Run) -> str:
     elif run.decoder == "ar":
         detail = "its AR twin, one token per forward"
     elif run.decoder == "self-speculative":
-        detail = f"its diffusion twin drafts {s['draft_length']} tokens and verifies them itself"
+        detail = (f"its diffusion twin drafts {s['draft_length']} tokens and verifies them itself: the subword pair's "
+                  "decoder that reads, its tokens exactly its block-length-1 decode")
     else:
         detail = f"its diffusion twin drafts {s['draft_length']} tokens, its AR twin verifies them"
     return f"{pair} · {DECODER_NAMES.get(run.decoder, run.decoder)} ({detail})"
@@ -72,6 +74,8 @@ def run_label(run: Run) -> str:
     pair = PAIR_NAMES.get(run.family, run.family)
     if run.decoder == "ar":
         return f"{pair} · AR"
+    if run.decoder != "diffusion":
+        return f"{pair} · {run.decoder}"
     s = run_settings(run)
     return f"{pair} · {s['strategy']}"
 
@@ -162,15 +166,18 @@ LESSONS = [
     Lesson(
         "pairs", "7 · Two small models, and the real one between them",
         "The two embedded pairs bracket the real model. The **character pair** reads glyph by glyph and "
-        "knows where every character is, so it commits almost a whole block at its first pass. The "
-        "**subword pair** must infer where a token lies from the text before it, so its confident guesses "
-        "sit near the frontier and its far guesses are unsure: it commits near the frontier first (here "
-        "with `frontier_fallback`, so its unsure far guesses wait). The real 2.5B MinerU-Diffusion model "
-        "sits between: about 2-3 tokens per forward at threshold 0.95, from the release's speed figure.",
+        "knows where every character is, so its diffusion decoder commits almost a whole block at its first "
+        "pass. The **subword pair** has the real model's shape: it must infer where a token lies from the text "
+        "before it, so only its guesses next to the text are sure (lessons 1 and 3 show its diffusion decoder "
+        "committing at the frontier, pass by pass, and what committing far guesses costs). Here the subword "
+        "pair **reads** with its **self-speculative decoder**: its diffusion twin drafts the next 8 tokens in "
+        "one forward and checks them itself in the next, keeping those it agrees with (exactly its "
+        "block-length-1 reading; lesson 8 shows the drafts). The real 2.5B MinerU-Diffusion model sits "
+        "between the two: about 2-3 tokens per forward at threshold 0.95, from the release's speed figure.",
         "Try it: both pairs on one clock",
-        (Run(CHAR, {}, label="character pair · release's sampler"),
-         Run(SUBWORD, FF, label="subword pair · frontier_fallback")),
-        "One pane is done after a few passes; the other fills each block from the left, pass by pass.",
+        (Run(CHAR, {}, label="character pair · diffusion"),
+         Run(SUBWORD, {}, decoder="self-speculative", label="subword pair · self-speculative", reads=True)),
+        "One pane fills each block in about one pass; the other adds a few checked tokens per forward, from the left.",
     ),
 ]
 

@@ -54,8 +54,9 @@ def panes_payload(panes: list[dict]) -> dict:
 def pane_line(trace: Trace, run: howitworks.Run) -> str:
     m = trace.metrics
     cer = f"CER {100 * m['cer']:.1f}%" if "cer" in m else "no ground truth"
+    drafts = f", {m.accepted} of {m.drafted} drafts accepted" if trace.is_speculative else ""
     return (f"**{md_text(howitworks.run_label(run))}**: {counted(trace.clock_length, 'forward pass', 'forward passes')}, "
-            f"{m.get('tokens_per_forward')} tokens per forward, {cer}")
+            f"{m.get('tokens_per_forward')} tokens per forward{drafts}, {cer}")
 
 
 def lesson_summary(lesson: howitworks.Lesson, traces: list[Trace], specs: list[str], recorded: bool = False) -> str:
