@@ -54,3 +54,30 @@ def test_rerun_live_says_why_it_cannot_run_here(page):
     page.click("#lesson-live")
     page.wait_for_function("() => document.querySelector('#lesson-status').innerText.includes('not installed')",
                            timeout=120_000)
+
+
+def test_lesson_2_header_and_caption_count_the_same_commits(page):
+    """Issue 36: the block-8 pane's header said "committed this step 32" while its caption said 56."""
+    import re
+
+    page.get_by_role("tab", name="How it works").click()
+    wait_for_result(page, "#lesson-player", timeout=120_000)
+    before = player_loads(page, "#lesson-player")
+    page.click("#lesson-blocks")
+    wait_for_result(page, "#lesson-player", timeout=120_000, after=before)
+    n = int(page.eval_on_selector("#lesson-player .mp-scrub", "el => +el.max"))
+    checked = 0
+    for frame in range(1, n + 1):
+        page.eval_on_selector("#lesson-player .mp-scrub",
+                              f"el => {{ el.value = {frame}; el.dispatchEvent(new Event('input', {{bubbles: true}})); }}")
+        headers = page.locator("#lesson-player .mp-header").all_inner_texts()
+        captions = page.locator("#lesson-player .mp-caption").all_inner_texts()
+        for header, caption in zip(headers, captions):
+            if not caption.startswith(f"Forward {frame}:"):
+                continue  # a pane that finished earlier keeps its last step
+            now = int(re.search(r"committed this step (\d+)", header)[1])
+            said = re.search(r"all (\d+) guesses|the (1) guess|(\d+) positions? over", caption)
+            if said:
+                assert int(next(g for g in said.groups() if g)) == now, (frame, header, caption)
+                checked += 1
+    assert checked >= n

@@ -104,7 +104,9 @@ LESSONS = [
         "unmasked in parallel. Block length 1 would be plain autoregression; a longer block gives more "
         "parallelism but harder guesses. The header shows *block b/B · step s/S*. Here the **character "
         "pair**, which fills a whole block in one pass, runs with blocks of 32 and of 8 on one clock: "
-        "one forward per block, so the block-8 pane needs about two and a half times the passes (10 against 4).",
+        "one forward per block, so the block-8 pane needs about two and a half times the passes (10 against 4). "
+        "*Committed this step* in the header, like the line under it, counts **every line together**: up to "
+        "8 positions per line per pass in the block-8 pane, so 56 over 7 lines is a full pass.",
         "Try it: block length 32 vs 8",
         (Run(CHAR, {}, label="character pair · block 32"),
          Run(CHAR, {"block_length": 8, "steps": 8}, label="character pair · block 8")),
@@ -143,12 +145,15 @@ LESSONS = [
         "model; `frontier_fallback` keeps the release's threshold but, when nothing passes, commits "
         "next to the text already there instead of the most confident guess anywhere (the subword "
         "lessons use it: the release's fallback makes the subword pair commit far guesses it is unsure "
-        "of). Here the character pair runs `random` and `left_to_right` with 16 steps on one clock: "
-        "same model, same number of passes, opposite orders.",
+        "of). Here the **subword pair** runs `random` and `left_to_right` with 32 steps per block of 32, one "
+        "position per pass, on one clock: same model, same number of passes, opposite orders. The subword "
+        "pair places a token from the text before it, so the order decides the reading: **the random pane "
+        "misreads most of the page, and that is this lesson's point**; left to right reads it.",
         "Try it: random vs left to right",
-        (Run(CHAR, {"strategy": "random", "steps": 16}, label="character pair · random"),
-         Run(CHAR, {"strategy": "left_to_right", "steps": 16}, label="character pair · left_to_right")),
-        "The Decoding order chart: the random pane is scattered, the left-to-right pane a diagonal.",
+        (Run(SUBWORD, {"strategy": "random", "steps": 32}, label="subword pair · random"),
+         Run(SUBWORD, {"strategy": "left_to_right", "steps": 32}, label="subword pair · left_to_right")),
+        "The Decoding order chart: the random pane is scattered, the left-to-right pane a diagonal; then compare the CERs.",
+        cost="committed in random order, the subword pair places tokens with no text before them: the high CER is what this lesson shows",
     ),
     Lesson(
         "ar", "6 · Why autoregression differs",

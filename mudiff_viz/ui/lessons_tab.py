@@ -13,6 +13,7 @@ import uuid
 
 import gradio as gr
 
+from mudiff_viz.core.metrics import order_correlation
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.ui import howitworks, jobs, lesson_recordings, models, results
 from mudiff_viz.ui.common import user_errors
@@ -55,6 +56,9 @@ def pane_line(trace: Trace, run: howitworks.Run) -> str:
     m = trace.metrics
     cer = f"CER {100 * m['cer']:.1f}%" if "cer" in m else "no ground truth"
     drafts = f", {m.accepted} of {m.drafted} drafts accepted" if trace.is_speculative else ""
+    order = order_correlation(trace) if trace.decoder == "diffusion" else None
+    if order is not None:
+        drafts += f", decoding order vs position r = {order:.2f}"
     return (f"**{md_text(howitworks.run_label(run))}**: {counted(trace.clock_length, 'forward pass', 'forward passes')}, "
             f"{m.get('tokens_per_forward')} tokens per forward{drafts}, {cer}")
 
