@@ -219,7 +219,7 @@ def test_lessons_use_real_settings():
 
     assert howitworks.lesson_spec("nano-subword", ["nano", "nano-subword", "/models/x"]) == "nano-subword"
     assert howitworks.lesson_spec("nano-subword", ["nano", "/models/x"]) == "nano"
-    assert len(howitworks.LESSONS) == 7 and {len(x.runs) for x in howitworks.LESSONS} == {1, 2}
+    assert len(howitworks.LESSONS) == 8 and {len(x.runs) for x in howitworks.LESSONS} == {1, 2, 3}
     for lesson in howitworks.LESSONS:
         for run in lesson.runs:
             s = howitworks.run_settings(run)

@@ -118,3 +118,24 @@ def test_lesson_5_orders_differ_in_numbers_and_order():
     # the decoding-order chart plots commit forward against position: different for the two panes
     commits = [[[t.commit_forward for t in reg.tokens] for reg in tr.regions] for tr in (random_t, ltr_t)]
     assert commits[0] != commits[1]
+
+
+def test_lesson_8_says_what_each_forward_buys():
+    """Diffusion drafts, AR verifies: the speculative pane reads exactly the AR twin's text in fewer
+    forwards, the self-speculative one in fewer still; the line above the player counts the drafts."""
+    from mudiff_viz.core.trace import REJECTED
+
+    the = lesson("drafts")
+    ar, spec, self_spec = (lesson_recordings.load_recording(r) for r in the.runs)
+    assert (ar.decoder, spec.decoder, self_spec.decoder) == ("ar", "speculative", "self-speculative")
+    assert {t.model.spec for t in (ar, spec, self_spec)} == {"nano-subword"}
+    assert [[t.id for t in r.tokens] for r in spec.regions] == [[t.id for t in r.tokens] for r in ar.regions]
+    assert ar.metrics.tokens_per_forward == 1.0
+    assert spec.metrics.tokens_per_forward > 1.5 and self_spec.metrics.tokens_per_forward > 2.0
+    assert self_spec.clock_length < spec.clock_length < ar.clock_length
+    summary = lessons_tab.lesson_summary(the, [ar, spec, self_spec], [r.family for r in the.runs], recorded=True)
+    for t in (spec, self_spec):
+        rejected = sum(v == REJECTED for s in t.steps for v in (s.verdicts or ()))
+        assert rejected > 0
+        assert (f"{t.metrics.drafted} verified: **{t.metrics.accepted} accepted**, {rejected} rejected" in summary)
+        assert f"**{t.metrics.tokens_per_forward:.2f} tokens per forward**, AR: 1" in summary

@@ -184,6 +184,25 @@ LESSONS = [
          Run(SUBWORD, {}, decoder="self-speculative", label="subword pair · self-speculative", reads=True)),
         "One pane fills each block in about one pass; the other adds a few checked tokens per forward, from the left.",
     ),
+    Lesson(
+        "drafts", "8 · Diffusion drafts, AR verifies",
+        "A diffusion model guesses many positions in one forward, but the subword pair's far guesses are often "
+        "wrong (lessons 3 and 5). **Draft and verify** keeps the parallel guess and none of its errors: the "
+        "diffusion twin **drafts** the next 8 tokens in one forward; a **verifier** checks all of them in one "
+        "forward and keeps the longest prefix it agrees with (**accepted**), plus its own token where it first "
+        "disagrees (the draft there is **rejected** and replaced; the drafts after it are discarded). With the "
+        "**speculative decoder** the AR twin verifies, so the text is exactly the AR twin's own greedy reading; "
+        "with the **self-speculative decoder** the diffusion twin verifies itself (its block-length-1 "
+        "prediction), and one forward both verifies the last drafts and drafts the next ones. Three panes on "
+        "one clock, all the subword pair: its AR twin (one token per forward), speculative and self-speculative. "
+        "The line above the player says what the forwards bought: drafts proposed, accepted and rejected, and "
+        "tokens per forward against AR's 1.",
+        "Try it: AR, speculative and self-speculative",
+        (Run(SUBWORD, {}, decoder="ar", label="subword pair · AR"),
+         Run(SUBWORD, {}, decoder="speculative", label="subword pair · speculative", reads=True),
+         Run(SUBWORD, {}, decoder="self-speculative", label="subword pair · self-speculative", reads=True)),
+        "Count the forwards: the AR pane adds one token per line per forward; the others jump ahead where drafts are accepted.",
+    ),
 ]
 
 

@@ -14,7 +14,8 @@ import uuid
 import gradio as gr
 
 from mudiff_viz.core.metrics import order_correlation
-from mudiff_viz.core.trace import Trace
+from mudiff_viz.core.speculation import step_drafts
+from mudiff_viz.core.trace import REJECTED, Trace
 from mudiff_viz.ui import howitworks, jobs, lesson_recordings, models, results
 from mudiff_viz.ui.common import user_errors
 from mudiff_viz.ui.player import Player
@@ -63,11 +64,24 @@ def pane_line(trace: Trace, run: howitworks.Run) -> str:
             f"{m.get('tokens_per_forward')} tokens per forward{drafts}, {cer}")
 
 
+def draft_line(trace: Trace, run: howitworks.Run) -> str:
+    """What a draft-and-verify pane's forwards bought: drafts proposed, verified, accepted, rejected."""
+    proposed = sum(step_drafts(s).drafted for s in trace.steps if s.verdicts is not None)
+    rejected = sum(v == REJECTED for s in trace.steps for v in (s.verdicts or ()))
+    m = trace.metrics
+    per_verify = m.tokens / m.verify_forwards if m.verify_forwards else 0.0
+    return (f"{md_text(howitworks.run_label(run))}: {proposed} drafts proposed, {m.drafted} verified: **{m.accepted} accepted**, "
+            f"{rejected} rejected (replaced by the verifier's token), {m.drafted - m.accepted - rejected} discarded after a "
+            f"rejection; **{m.tokens_per_forward:.2f} tokens per forward**, AR: 1 (forwards of either model, counted per "
+            f"line), {per_verify:.2f} per verify forward")
+
+
 def lesson_summary(lesson: howitworks.Lesson, traces: list[Trace], specs: list[str], recorded: bool = False) -> str:
     """What ran, each pane's headline numbers, what to watch, and (one line) why a pane reads badly."""
     lines = [RECORDED_NOTE] if recorded else ["**Live run** on this machine."]
     lines.append(f"**{md_text(lesson.title)}** on the bundled sample")
     lines += [pane_line(t, r) for t, r in zip(traces, lesson.runs)]
+    lines += [draft_line(t, r) for t, r in zip(traces, lesson.runs) if t.is_speculative and t.steps]
     bad = [(t, r) for t, r in zip(traces, lesson.runs) if (t.metrics.cer or 0.0) > BAD_CER]
     for t, r in bad:
         why = lesson.cost or "the errors come from the model and these settings, not from the page (a clean bundled sample)"
