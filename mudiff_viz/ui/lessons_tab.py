@@ -27,8 +27,8 @@ from mudiff_viz.views.player import compare_payload, player_payload
 
 LESSON_OUTPUTS = ("status", "player")
 SHOWN_OUTPUTS = ("current", "text", "status", "player")  # what opening a lesson sets
-RECORDED_NOTE = ("**Recorded run**, shipped with the app (made from the current models by `scripts/record_lessons.py`): "
-                 "no model ran to show it. *Rerun live* decodes it again on this machine.")
+RECORDED_NOTE = ("**Recorded run** (shipped with the app, made from its models by `scripts/record_lessons.py`): no model ran "
+                 "to show it; *Rerun live* decodes it here.")
 BAD_CER = 0.05  # above this a pane "reads badly": the lesson says why in one line
 
 
@@ -56,24 +56,25 @@ def panes_payload(panes: list[dict]) -> dict:
 def pane_line(trace: Trace, run: howitworks.Run) -> str:
     m = trace.metrics
     cer = f"CER {100 * m['cer']:.1f}%" if "cer" in m else "no ground truth"
-    drafts = f", {m.accepted} of {m.drafted} drafts accepted" if trace.is_speculative else ""
+    parts = [counted(trace.clock_length, "forward pass", "forward passes")]
+    if trace.is_speculative and trace.steps:
+        parts.append(draft_counts(trace))
+    parts.append(f"{m.tokens_per_forward:.2f} tokens per forward" + (" (AR: 1)" if trace.is_speculative else ""))
     order = order_correlation(trace) if trace.decoder == "diffusion" else None
     if order is not None:
-        drafts += f", decoding order vs position r = {order:.2f}"
-    return (f"**{md_text(howitworks.run_label(run))}**: {counted(trace.clock_length, 'forward pass', 'forward passes')}, "
-            f"{m.get('tokens_per_forward')} tokens per forward{drafts}, {cer}")
+        parts.append(f"decoding order vs position r = {order:.2f}")
+    parts.append(cer)
+    return f"**{md_text(howitworks.run_label(run))}**: " + ", ".join(parts)
 
 
-def draft_line(trace: Trace, run: howitworks.Run) -> str:
-    """What a draft-and-verify pane's forwards bought: drafts proposed, verified, accepted, rejected."""
+def draft_counts(trace: Trace) -> str:
+    """What a draft-and-verify run's forwards proposed and what became of it (every draft is verified)."""
     proposed = sum(step_drafts(s).drafted for s in trace.steps if s.verdicts is not None)
     rejected = sum(v == REJECTED for s in trace.steps for v in (s.verdicts or ()))
     m = trace.metrics
-    per_verify = m.tokens / m.verify_forwards if m.verify_forwards else 0.0
-    return (f"{md_text(howitworks.run_label(run))}: {proposed} drafts proposed, {m.drafted} verified: **{m.accepted} accepted**, "
-            f"{rejected} rejected (replaced by the verifier's token), {m.drafted - m.accepted - rejected} discarded after a "
-            f"rejection; **{m.tokens_per_forward:.2f} tokens per forward**, AR: 1 (forwards of either model, counted per "
-            f"line), {per_verify:.2f} per verify forward")
+    what = f"{proposed} drafts" if proposed == m.drafted else f"{proposed} drafts proposed, {m.drafted} verified"
+    return (f"{what}: **{m.accepted} accepted**, {rejected} rejected (the verifier's token instead), "
+            f"{m.drafted - m.accepted - rejected} discarded after a rejection")
 
 
 def lesson_summary(lesson: howitworks.Lesson, traces: list[Trace], specs: list[str], recorded: bool = False) -> str:
@@ -81,7 +82,6 @@ def lesson_summary(lesson: howitworks.Lesson, traces: list[Trace], specs: list[s
     lines = [RECORDED_NOTE] if recorded else ["**Live run** on this machine."]
     lines.append(f"**{md_text(lesson.title)}** on the bundled sample")
     lines += [pane_line(t, r) for t, r in zip(traces, lesson.runs)]
-    lines += [draft_line(t, r) for t, r in zip(traces, lesson.runs) if t.is_speculative and t.steps]
     bad = [(t, r) for t, r in zip(traces, lesson.runs) if (t.metrics.cer or 0.0) > BAD_CER]
     for t, r in bad:
         why = lesson.cost or "the errors come from the model and these settings, not from the page (a clean bundled sample)"
@@ -124,18 +124,23 @@ def recorded_view(key: str) -> dict:
     return out
 
 
+def button_variants(key: str) -> list:
+    """The open lesson's button stands out: which lesson is on screen is never a guess."""
+    return [gr.update(variant="primary" if x.key == key else "secondary") for x in howitworks.LESSONS]
+
+
 @user_errors
 def show_lesson(key: str):
     """A lesson button's callback: the lesson on its recording, at once."""
-    return results.ordered(recorded_view(key), SHOWN_OUTPUTS)
+    return (*results.ordered(recorded_view(key), SHOWN_OUTPUTS), *button_variants(key))
 
 
 @user_errors
 def show_on_first_view(key: str, shown: bool):
     """The tab's first view opens the current lesson on its recording; later views leave it as it is."""
     if shown:
-        return (gr.skip(),) * (len(SHOWN_OUTPUTS) + 1)
-    return (True, *results.ordered(recorded_view(key), SHOWN_OUTPUTS))
+        return (gr.skip(),) * (len(SHOWN_OUTPUTS) + 1 + len(howitworks.LESSONS))
+    return (True, *results.ordered(recorded_view(key), SHOWN_OUTPUTS), *button_variants(key))
 
 
 @user_errors
@@ -181,14 +186,15 @@ def build(tab=None) -> None:
     buttons = []
     with gr.Row(elem_id="lesson-buttons"):
         for lesson in lessons:
-            buttons.append((lesson, gr.Button(lesson.title, size="sm", elem_id=f"lesson-{lesson.key}", min_width=120)))
+            buttons.append((lesson, gr.Button(lesson.title, size="sm", elem_id=f"lesson-{lesson.key}", min_width=120,
+                                              variant="primary" if lesson is lessons[0] else "secondary")))
     text = gr.Markdown(lesson_text(lessons[0]), elem_id="lesson-text")
     with gr.Row():
         live = gr.Button("↻ Rerun live (decodes on this machine)", size="sm", variant="secondary", elem_id="lesson-live",
                          scale=0, min_width=260)
     status = gr.Markdown(elem_id="lesson-status")
     player = Player(elem_id="lesson-player")
-    shown_outputs = [current, text, status, player]
+    shown_outputs = [current, text, status, player, *(b for _, b in buttons)]
     # opening a recording runs no model: its own queue, never behind a decode
     quick = {"concurrency_id": "lesson-recorded", "concurrency_limit": 4, "api_visibility": "private"}
     for lesson, btn in buttons:
