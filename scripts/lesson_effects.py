@@ -1,9 +1,10 @@
 """What each How-it-works lesson shows on the default sample, in numbers (for docs/app.md).
 
-    python scripts/lesson_effects.py [--page assets/samples/courier-short.pdf] [--threads 2]
+    python scripts/lesson_effects.py [--live] [--page assets/samples/courier-short.pdf] [--threads 2]
 
-Runs every decode of every lesson (mudiff_viz/ui/howitworks.py: pair, decoder, settings) on the page
-and prints one markdown row per run: forward passes, tokens per forward, first-step commits, steps
+Reads every lesson's shipped recording (assets/lessons/, scripts/record_lessons.py; with --live or
+another --page: decodes each run of every lesson, mudiff_viz/ui/howitworks.py) and prints one
+markdown row per run: forward passes, tokens per forward, first-step commits, steps
 per block, order correlation and CER, so docs/app.md can say what each lesson shows on screen.
 """
 
@@ -33,10 +34,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--page", default=str(ROOT / "assets" / "samples" / "courier-short.pdf"))
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--live", action="store_true", help="decode every run instead of reading its recording")
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
+    from mudiff_viz.ui import lesson_recordings
+
+    default_page = Path(args.page).resolve() == (ROOT / "assets" / "samples" / "courier-short.pdf").resolve()
     page = load_page(args.page)
     print("| lesson | pane | pair | decoder | strategy | settings | forward passes | tokens / forward | "
           "first-step commits | steps / block | order vs position | CER |")
@@ -45,8 +50,10 @@ def main() -> None:
         for run in lesson.runs:
             s = howitworks.run_settings(run)
             knobs = {k: v for k, v in s.items() if k in KNOB}
-            trace = decode_page(page, model=run.family, decoder=run.decoder, params=make_params(**knobs))
-            diffusion = run.decoder != "ar"
+            trace = None if args.live or not default_page else lesson_recordings.load_recording(run)
+            if trace is None:
+                trace = decode_page(page, model=run.family, decoder=run.decoder, params=make_params(**knobs))
+            diffusion = run.decoder == "diffusion"
             changed = ", ".join(f"{k} {v}" for k, v in run.settings.items() if k != "strategy") or "defaults"
             m = trace.metrics
             print(f"| {lesson.title} | {howitworks.run_label(run)} | {howitworks.PAIR_NAMES[run.family]} | "

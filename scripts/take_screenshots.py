@@ -68,11 +68,12 @@ def shot_player(pg, out: Path, name: str, button: str, root: str, fraction: floa
     """Run a tab's decode, scrub its player to ``fraction`` of the clock, shoot with ``top`` at the top."""
     if tab:
         open_tab(pg, tab)
+    before = pg.evaluate("root => { const m = document.querySelector(root + ' .mp-mount'); return m ? +(m.dataset.loads || 0) : 0; }", root)
     pg.click(button)
-    pg.wait_for_function(  # the finished result, not a streamed frame
-        """root => { const m = document.querySelector(root + ' .mp-mount');
-             return !!m && m.dataset.kind === 'mudiff-player' && m.dataset.partial === '0'
-                    && !!m.querySelector('.token'); }""", arg=root, timeout=600_000)
+    pg.wait_for_function(  # the finished result it made, not a streamed frame or what was on screen before
+        """([root, before]) => { const m = document.querySelector(root + ' .mp-mount');
+             return !!m && +(m.dataset.loads || 0) > before && m.dataset.kind === 'mudiff-player' && m.dataset.partial === '0'
+                    && !!m.querySelector('.token'); }""", arg=[root, before], timeout=600_000)
     pg.wait_for_timeout(800)
     scrub(pg, root, fraction)
     show(pg, top)
@@ -105,16 +106,25 @@ def shot_viewer(pg, out: Path) -> None:
                 tab="Trace viewer")
 
 
+def open_lessons(pg) -> None:
+    """The How-it-works tab, once its first view has opened lesson 1 on its recording."""
+    open_tab(pg, "How it works")
+    pg.wait_for_selector("#lesson-player .token", timeout=120_000)
+
+
 def shot_how(pg, out: Path) -> None:
-    open_tab(pg, "How it works")  # the lessons themselves; their buttons play in the tab's own player
-    pg.wait_for_selector("[id^=lesson-]")
+    open_lessons(pg)  # the lesson picker and lesson 1, opened on its recording
+    pg.evaluate("window.scrollTo(0, 0)")
+    pg.wait_for_timeout(300)
     pg.screenshot(path=str(out / "how-it-works.png"), full_page=False)
 
 
 def shot_lesson(pg, out: Path) -> None:
-    """Lesson 7: both embedded pairs on one clock in the lessons' player, scrubbed to a tenth."""
-    open_tab(pg, "How it works")
+    """Lesson 7 (both embedded pairs on one clock) and lesson 8 (AR, speculative, self-speculative),
+    each on its recording, scrubbed to a fraction of the clock."""
+    open_lessons(pg)
     shot_player(pg, out, "lesson-pairs.png", "#lesson-pairs", "#lesson-player", 0.1, "#lesson-status")
+    shot_player(pg, out, "lesson-drafts.png", "#lesson-drafts", "#lesson-player", 0.3, "#lesson-status")
 
 
 def shot_corpus(pg, out: Path) -> None:

@@ -219,12 +219,12 @@ def test_lessons_use_real_settings():
 
     assert howitworks.lesson_spec("nano-subword", ["nano", "nano-subword", "/models/x"]) == "nano-subword"
     assert howitworks.lesson_spec("nano-subword", ["nano", "/models/x"]) == "nano"
-    assert len(howitworks.LESSONS) == 7 and {len(x.runs) for x in howitworks.LESSONS} == {1, 2}
+    assert len(howitworks.LESSONS) == 8 and {len(x.runs) for x in howitworks.LESSONS} == {1, 2, 3}
     for lesson in howitworks.LESSONS:
         for run in lesson.runs:
             s = howitworks.run_settings(run)
             assert s["strategy"] in STRATEGIES and 1 <= s["block_length"] <= 128 and 1 <= s["steps"] <= 128
-            assert 0 <= s["threshold"] <= 1 and run.decoder in ("diffusion", "ar")
+            assert 0 <= s["threshold"] <= 1 and run.decoder in ("diffusion", "ar", "self-speculative", "speculative")
             assert run.family in howitworks.PAIR_NAMES
             DecodeParams.from_knobs(**{k: v for k, v in s.items() if k != "decoder"}).check()
 

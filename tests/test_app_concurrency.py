@@ -14,7 +14,7 @@ import pytest
 from mudiff_viz.core.limits import current
 from tests.ui_support import SAMPLE
 
-MODEL_CALLBACKS = {"run_decode", "run_compare", "run_shuffle", "run_shuffle_bench"}
+MODEL_CALLBACKS = {"run_decode", "run_compare", "run_shuffle", "run_shuffle_bench", "run_lesson"}
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +31,15 @@ def test_every_model_event_shares_one_slot(demo):
         if f.name.startswith("load_example"):
             continue  # cached examples: their own event, kept to one slot by the process lock
         assert (f.concurrency_id, f.concurrency_limit) == ("model", 1), f.name
+
+
+def test_opening_a_lesson_never_waits_behind_a_decode(demo):
+    """A lesson's recording needs no model: its events have a queue of their own, not the model slot."""
+    from mudiff_viz.ui import howitworks
+
+    quick = [f for f in demo.fns.values() if f.concurrency_id == "lesson-recorded"]
+    assert len(quick) == len(howitworks.LESSONS) + 1  # a button per lesson and the tab's first view
+    assert all(f.concurrency_limit > 1 for f in quick)
 
 
 def test_model_jobs_hold_the_process_lock():

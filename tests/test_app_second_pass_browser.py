@@ -239,7 +239,9 @@ def test_a_lesson_plays_in_its_own_player_and_leaves_the_decode_settings(page):
         box.fill(v)
         box.press("Tab")
     page.get_by_role("tab", name="How it works").click()
-    run_and_wait(page, "#lesson-threshold", root="#lesson-player")
+    wait_for_result(page, "#lesson-player", timeout=60_000)  # the first view: lesson 1's recording
+    run_and_wait(page, "#lesson-threshold", root="#lesson-player", timeout=60_000)  # its recording
+    run_and_wait(page, "#lesson-live", root="#lesson-player")  # and live
     assert page.locator("#lesson-player .mp-pane").count() == 2  # 0.95 and 0.5 on one clock
     status = page.inner_text("#lesson-status")
     assert "threshold 0.5" in status and "CER" in status
@@ -253,7 +255,8 @@ def test_a_lesson_plays_in_its_own_player_and_leaves_the_decode_settings(page):
 
 def test_the_pairs_lesson_runs_two_panes(page):
     page.get_by_role("tab", name="How it works").click()
-    run_and_wait(page, "#lesson-pairs", root="#lesson-player")
+    wait_for_result(page, "#lesson-player", timeout=60_000)
+    run_and_wait(page, "#lesson-pairs", root="#lesson-player", timeout=60_000)
     assert page.locator("#lesson-player .mp-pane").count() == 2
     assert "character pair" in page.inner_text("#lesson-status")
 

@@ -11,6 +11,7 @@ import json
 from tests.test_views import HOSTILE, hostile
 from tests.ui_support import (
     require_chromium,
+    run_and_wait,
     upload,
     wait_for_result,
 )
@@ -133,12 +134,14 @@ def test_offline_replay_needs_no_network(browser, tmp_path):
 
 
 def test_lesson_button_runs_in_its_own_player(page):
-    """How it works: 'Try it: block length 32 vs 8' plays both decodes on one clock in the tab's own
-    player (the Decode tab is left alone)."""
+    """How it works: 'Blocks' opens on its recording; *Rerun live* plays both decodes (block 32 and 8)
+    on one clock in the tab's own player (the Decode tab is left alone)."""
     page.get_by_role("tab", name="How it works").click()
-    page.click("#lesson-blocks")
-    wait_for_result(page, "#lesson-player", timeout=120_000)
+    wait_for_result(page, "#lesson-player", timeout=60_000)  # the first view: lesson 1's recording
+    run_and_wait(page, "#lesson-blocks", root="#lesson-player", timeout=60_000)
+    run_and_wait(page, "#lesson-live", root="#lesson-player")
     assert page.get_by_role("tab", name="How it works").get_attribute("aria-selected") == "true"
+    assert "Live run" in page.inner_text("#lesson-status")
     page.eval_on_selector("#lesson-player .mp-scrub", "el => { el.value = 1; el.dispatchEvent(new Event('input', {bubbles: true})); }")
     # the tiny twins answer 24 tokens per line: one block of 32, or three blocks of 8
     headers = page.locator("#lesson-player .mp-header").all_inner_texts()

@@ -100,7 +100,10 @@ def test_series_are_computed_from_the_trace(diffusion):
         confs = [c for s in steps for c in s.confidences]
         assert ser["conf_min"][k] == pytest.approx(min(confs), abs=1e-4)
         assert ser["conf_mean"][k] == pytest.approx(sum(confs) / len(confs), abs=1e-4)
-        assert ser["above"][k] == sum(1 for c in confs if c > 0.9)
+        # above the threshold, at drawn positions only: not the filler after a region's stop token
+        drawn = [(p, c) for s in steps for p, c in zip(s.positions, s.confidences)
+                 if not len(diffusion.regions[s.region].tokens) <= p < diffusion.regions[s.region].n_generated]
+        assert ser["above"][k] == sum(1 for _, c in drawn if c > 0.9)
         assert ser["regions"][k] == len(steps)
         assert 1 <= ser["step"][k] <= ser["steps"][k] <= 8
     assert sum(ser["kept"]) == diffusion.n_tokens

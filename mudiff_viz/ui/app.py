@@ -65,8 +65,8 @@ def build_app() -> gr.Blocks:
                 viewer_tab.build()
             with gr.Tab("Corpus", id="corpus") as corpus_tab_item:
                 corpus_tab.build(corpus_tab_item)
-            with gr.Tab("How it works", id="how"):
-                lessons_tab.build()
+            with gr.Tab("How it works", id="how") as how_tab:
+                lessons_tab.build(how_tab)
         # each picker's first preview joins that picker's queue of preview events, so an upload made
         # before it finishes is drawn after it (the bundled sample renders in-process and is cached)
         for picker in (decode.picker, compare["picker"], shuffle["picker"]):

@@ -24,6 +24,7 @@ class Run:
     settings: dict = field(default_factory=dict)
     decoder: str = "diffusion"
     label: str = ""  # the pane's title; a default names the pair and what differs
+    reads: bool = False  # its text matters to the lesson: on the subword pair it runs a decoder that reads (self-speculative)
 
 
 @dataclass(frozen=True)
@@ -47,12 +48,34 @@ def run_settings(run: Run) -> dict:
     return {**DEFAULTS, **run.settings}
 
 
+DECODER_NAMES = {"diffusion": "diffusion decoder", "ar": "AR decoder", "self-speculative": "self-speculative decoder",
+                 "speculative": "speculative decoder"}
+
+
+def run_uses(run: Run) -> str:
+    """What a run uses, said on screen: the pair (and its spec), the decoder and the settings that matter."""
+    s = run_settings(run)
+    pair = f"{PAIR_NAMES.get(run.family, run.family)} (`{run.family}`)"
+    if run.decoder == "diffusion":
+        detail = f"{s['strategy']}, block {s['block_length']}, {s['steps']} steps, threshold {s['threshold']:g}"
+    elif run.decoder == "ar":
+        detail = "its AR twin, one token per forward"
+    elif run.decoder == "self-speculative":
+        detail = (f"its diffusion twin drafts {s['draft_length']} tokens and verifies them itself: the subword pair's "
+                  "decoder that reads, its tokens exactly its block-length-1 decode")
+    else:
+        detail = f"its diffusion twin drafts {s['draft_length']} tokens, its AR twin verifies them"
+    return f"{pair} · {DECODER_NAMES.get(run.decoder, run.decoder)} ({detail})"
+
+
 def run_label(run: Run) -> str:
     if run.label:
         return run.label
     pair = PAIR_NAMES.get(run.family, run.family)
     if run.decoder == "ar":
         return f"{pair} · AR"
+    if run.decoder != "diffusion":
+        return f"{pair} · {run.decoder}"
     s = run_settings(run)
     return f"{pair} · {s['strategy']}"
 
@@ -81,7 +104,9 @@ LESSONS = [
         "unmasked in parallel. Block length 1 would be plain autoregression; a longer block gives more "
         "parallelism but harder guesses. The header shows *block b/B · step s/S*. Here the **character "
         "pair**, which fills a whole block in one pass, runs with blocks of 32 and of 8 on one clock: "
-        "one forward per block, so the block-8 pane needs about two and a half times the passes (10 against 4).",
+        "one forward per block, so the block-8 pane needs about two and a half times the passes (10 against 4). "
+        "*Committed this step* in the header, like the line under it, counts **every line together**: up to "
+        "8 positions per line per pass in the block-8 pane, so 56 over 7 lines is a full pass.",
         "Try it: block length 32 vs 8",
         (Run(CHAR, {}, label="character pair · block 32"),
          Run(CHAR, {"block_length": 8, "steps": 8}, label="character pair · block 8")),
@@ -120,12 +145,15 @@ LESSONS = [
         "model; `frontier_fallback` keeps the release's threshold but, when nothing passes, commits "
         "next to the text already there instead of the most confident guess anywhere (the subword "
         "lessons use it: the release's fallback makes the subword pair commit far guesses it is unsure "
-        "of). Here the character pair runs `random` and `left_to_right` with 16 steps on one clock: "
-        "same model, same number of passes, opposite orders.",
+        "of). Here the **subword pair** runs `random` and `left_to_right` with 32 steps per block of 32, one "
+        "position per pass, on one clock: same model, same number of passes, opposite orders. The subword "
+        "pair places a token from the text before it, so the order decides the reading: **the random pane "
+        "misreads most of the page, and that is this lesson's point**; left to right reads it.",
         "Try it: random vs left to right",
-        (Run(CHAR, {"strategy": "random", "steps": 16}, label="character pair · random"),
-         Run(CHAR, {"strategy": "left_to_right", "steps": 16}, label="character pair · left_to_right")),
-        "The Decoding order chart: the random pane is scattered, the left-to-right pane a diagonal.",
+        (Run(SUBWORD, {"strategy": "random", "steps": 32}, label="subword pair · random"),
+         Run(SUBWORD, {"strategy": "left_to_right", "steps": 32}, label="subword pair · left_to_right")),
+        "The Decoding order chart: the random pane is scattered, the left-to-right pane a diagonal; then compare the CERs.",
+        cost="committed in random order, the subword pair places tokens with no text before them: the high CER is what this lesson shows",
     ),
     Lesson(
         "ar", "6 · Why autoregression differs",
@@ -143,15 +171,37 @@ LESSONS = [
     Lesson(
         "pairs", "7 · Two small models, and the real one between them",
         "The two embedded pairs bracket the real model. The **character pair** reads glyph by glyph and "
-        "knows where every character is, so it commits almost a whole block at its first pass. The "
-        "**subword pair** must infer where a token lies from the text before it, so its confident guesses "
-        "sit near the frontier and its far guesses are unsure: it commits near the frontier first (here "
-        "with `frontier_fallback`, so its unsure far guesses wait). The real 2.5B MinerU-Diffusion model "
-        "sits between: about 2-3 tokens per forward at threshold 0.95, from the release's speed figure.",
+        "knows where every character is, so its diffusion decoder commits almost a whole block at its first "
+        "pass. The **subword pair** has the real model's shape: it must infer where a token lies from the text "
+        "before it, so only its guesses next to the text are sure (lessons 1 and 3 show its diffusion decoder "
+        "committing at the frontier, pass by pass, and what committing far guesses costs). Here the subword "
+        "pair **reads** with its **self-speculative decoder**: its diffusion twin drafts the next 8 tokens in "
+        "one forward and checks them itself in the next, keeping those it agrees with (exactly its "
+        "block-length-1 reading; lesson 8 shows the drafts). The real 2.5B MinerU-Diffusion model sits "
+        "between the two: about 2-3 tokens per forward at threshold 0.95, from the release's speed figure.",
         "Try it: both pairs on one clock",
-        (Run(CHAR, {}, label="character pair · release's sampler"),
-         Run(SUBWORD, FF, label="subword pair · frontier_fallback")),
-        "One pane is done after a few passes; the other fills each block from the left, pass by pass.",
+        (Run(CHAR, {}, label="character pair · diffusion"),
+         Run(SUBWORD, {}, decoder="self-speculative", label="subword pair · self-speculative", reads=True)),
+        "One pane fills each block in about one pass; the other adds a few checked tokens per forward, from the left.",
+    ),
+    Lesson(
+        "drafts", "8 · Diffusion drafts, AR verifies",
+        "A diffusion model guesses many positions in one forward, but the subword pair's far guesses are often "
+        "wrong (lessons 3 and 5). **Draft and verify** keeps the parallel guess and none of its errors: the "
+        "diffusion twin **drafts** the next 8 tokens in one forward; a **verifier** checks all of them in one "
+        "forward and keeps the longest prefix it agrees with (**accepted**), plus its own token where it first "
+        "disagrees (the draft there is **rejected** and replaced; the drafts after it are discarded). With the "
+        "**speculative decoder** the AR twin verifies, so the text is exactly the AR twin's own greedy reading; "
+        "with the **self-speculative decoder** the diffusion twin verifies itself (its block-length-1 "
+        "prediction), and one forward both verifies the last drafts and drafts the next ones. Three panes on "
+        "one clock, all the subword pair: its AR twin (one token per forward), speculative and self-speculative. "
+        "The line above the player says what the forwards bought: drafts proposed, accepted and rejected, and "
+        "tokens per forward against AR's 1.",
+        "Try it: AR, speculative and self-speculative",
+        (Run(SUBWORD, {}, decoder="ar", label="subword pair · AR"),
+         Run(SUBWORD, {}, decoder="speculative", label="subword pair · speculative", reads=True),
+         Run(SUBWORD, {}, decoder="self-speculative", label="subword pair · self-speculative", reads=True)),
+        "Count the forwards: the AR pane adds one token per line per forward; the others jump ahead where drafts are accepted.",
     ),
 ]
 

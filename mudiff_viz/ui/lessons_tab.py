@@ -1,28 +1,34 @@
 """The "How it works" tab: the lessons (mudiff_viz/ui/howitworks.py) and their own player.
 
-A lesson's button runs its decodes on the bundled sample and plays them here, side by side on one
-clock when there are two. Nothing of the Decode tab changes: a student's next Run is on the settings
-they chose, not on the last lesson's.
+A lesson opens at once on its recorded run (assets/lessons/, ui/lesson_recordings.py: no model
+runs); *Rerun live* decodes the same run on the bundled sample here, side by side on one clock when
+there are two. Nothing of the Decode tab changes: a student's next Run is on the settings they
+chose, not on the last lesson's.
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
 
 import gradio as gr
 
-from mudiff_viz.core.trace import Trace
-from mudiff_viz.decoding.settings import KNOB
-from mudiff_viz.ui import howitworks, jobs, models, pagework, results
-from mudiff_viz.ui.common import default_sample, user_errors
+from mudiff_viz.core.metrics import order_correlation
+from mudiff_viz.core.speculation import step_drafts
+from mudiff_viz.core.trace import REJECTED, Trace
+from mudiff_viz.ui import howitworks, jobs, lesson_recordings, models, results
+from mudiff_viz.ui.common import user_errors
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.slot import MODEL_WORK
-from mudiff_viz.views.labels import counted
+from mudiff_viz.views.labels import NUMBER_WORDS, counted
 from mudiff_viz.views.markdown import md_text
 from mudiff_viz.views.page_image import image_data_url
 from mudiff_viz.views.player import compare_payload, player_payload
 
 LESSON_OUTPUTS = ("status", "player")
+SHOWN_OUTPUTS = ("current", "text", "status", "player")  # what opening a lesson sets
+RECORDED_NOTE = ("**Recorded run** (shipped with the app, made from its models by `scripts/record_lessons.py`): no model ran "
+                 "to show it; *Rerun live* decodes it here.")
 BAD_CER = 0.05  # above this a pane "reads badly": the lesson says why in one line
 
 
@@ -50,13 +56,31 @@ def panes_payload(panes: list[dict]) -> dict:
 def pane_line(trace: Trace, run: howitworks.Run) -> str:
     m = trace.metrics
     cer = f"CER {100 * m['cer']:.1f}%" if "cer" in m else "no ground truth"
-    return (f"**{md_text(howitworks.run_label(run))}**: {counted(trace.clock_length, 'forward pass', 'forward passes')}, "
-            f"{m.get('tokens_per_forward')} tokens per forward, {cer}")
+    parts = [counted(trace.clock_length, "forward pass", "forward passes")]
+    if trace.is_speculative and trace.steps:
+        parts.append(draft_counts(trace))
+    parts.append(f"{m.tokens_per_forward:.2f} tokens per forward" + (" (AR: 1)" if trace.is_speculative else ""))
+    order = order_correlation(trace) if trace.decoder == "diffusion" else None
+    if order is not None:
+        parts.append(f"decoding order vs position r = {order:.2f}")
+    parts.append(cer)
+    return f"**{md_text(howitworks.run_label(run))}**: " + ", ".join(parts)
 
 
-def lesson_summary(lesson: howitworks.Lesson, traces: list[Trace], specs: list[str]) -> str:
+def draft_counts(trace: Trace) -> str:
+    """What a draft-and-verify run's forwards proposed and what became of it (every draft is verified)."""
+    proposed = sum(step_drafts(s).drafted for s in trace.steps if s.verdicts is not None)
+    rejected = sum(v == REJECTED for s in trace.steps for v in (s.verdicts or ()))
+    m = trace.metrics
+    what = f"{proposed} drafts" if proposed == m.drafted else f"{proposed} drafts proposed, {m.drafted} verified"
+    return (f"{what}: **{m.accepted} accepted**, {rejected} rejected (the verifier's token instead), "
+            f"{m.drafted - m.accepted - rejected} discarded after a rejection")
+
+
+def lesson_summary(lesson: howitworks.Lesson, traces: list[Trace], specs: list[str], recorded: bool = False) -> str:
     """What ran, each pane's headline numbers, what to watch, and (one line) why a pane reads badly."""
-    lines = [f"**{md_text(lesson.title)}** on the bundled sample"]
+    lines = [RECORDED_NOTE] if recorded else ["**Live run** on this machine."]
+    lines.append(f"**{md_text(lesson.title)}** on the bundled sample")
     lines += [pane_line(t, r) for t, r in zip(traces, lesson.runs)]
     bad = [(t, r) for t, r in zip(traces, lesson.runs) if (t.metrics.cer or 0.0) > BAD_CER]
     for t, r in bad:
@@ -69,11 +93,61 @@ def lesson_summary(lesson: howitworks.Lesson, traces: list[Trace], specs: list[s
     return "  \n".join(lines)
 
 
+def find_lesson(key: str) -> howitworks.Lesson:
+    return next((x for x in howitworks.LESSONS if x.key == key), howitworks.LESSONS[0])
+
+
+def lesson_text(lesson: howitworks.Lesson) -> str:
+    """The lesson's text and, for each pane, which model and decoder it uses."""
+    uses = "\n".join(f"- **{md_text(howitworks.run_label(r))}**: {howitworks.run_uses(r)}" for r in lesson.runs)
+    return f"#### {lesson.title}\n{lesson.body}\n\n**What runs** (on the bundled sample):\n{uses}"
+
+
+@functools.lru_cache(maxsize=1)
+def lesson_image() -> str:
+    return image_data_url(lesson_recordings.lesson_page().image)
+
+
+def recorded_view(key: str) -> dict:
+    """A lesson opened on its recorded runs: its text, the summary and the player, with no model run."""
+    lesson = find_lesson(key)
+    traces = [lesson_recordings.load_recording(r) for r in lesson.runs]
+    out = {"current": lesson.key, "text": lesson_text(lesson)}
+    if any(t is None for t in traces):
+        out["status"] = (f"**{md_text(lesson.title)}**: no recorded run is shipped for this lesson "
+                         "(`python scripts/record_lessons.py` writes them); press *Rerun live*.")
+        out["player"] = results.message("No recording: press Rerun live to decode this lesson here.")
+        return out
+    image, stream = lesson_image(), uuid.uuid4().hex[:12]
+    out["player"] = panes_payload([pane(t, r, r.family, image, False, stream) for t, r in zip(traces, lesson.runs)])
+    out["status"] = lesson_summary(lesson, traces, [r.family for r in lesson.runs], recorded=True)
+    return out
+
+
+def button_variants(key: str) -> list:
+    """The open lesson's button stands out: which lesson is on screen is never a guess."""
+    return [gr.update(variant="primary" if x.key == key else "secondary") for x in howitworks.LESSONS]
+
+
+@user_errors
+def show_lesson(key: str):
+    """A lesson button's callback: the lesson on its recording, at once."""
+    return (*results.ordered(recorded_view(key), SHOWN_OUTPUTS), *button_variants(key))
+
+
+@user_errors
+def show_on_first_view(key: str, shown: bool):
+    """The tab's first view opens the current lesson on its recording; later views leave it as it is."""
+    if shown:
+        return (gr.skip(),) * (len(SHOWN_OUTPUTS) + 1 + len(howitworks.LESSONS))
+    return (True, *results.ordered(recorded_view(key), SHOWN_OUTPUTS), *button_variants(key))
+
+
 @user_errors
 @results.shows_failure(LESSON_OUTPUTS)
 def run_lesson(key: str):
     """Run one lesson's decodes on the bundled sample; yields a cleared screen, frames, then the result."""
-    lesson = next(x for x in howitworks.LESSONS if x.key == key)
+    lesson = find_lesson(key)
     names = LESSON_OUTPUTS
     yield results.ordered(results.cleared(names, f"Running {lesson.title}…",
                                           "Decoding: the first frame appears after the first denoising step."), names)
@@ -81,17 +155,15 @@ def run_lesson(key: str):
     specs = [howitworks.lesson_spec(r.family, available) for r in lesson.runs]
     for run, spec in zip(lesson.runs, specs):
         models.check(spec, run.decoder)
-    page = pagework.load(default_sample(), 1)
-    image = image_data_url(page.image)
+    page = lesson_recordings.lesson_page()
+    image = lesson_image()
     stream = uuid.uuid4().hex[:12]
     done_panes: list[dict] = []
     traces: list[Trace] = []
     for run, spec in zip(lesson.runs, specs):
-        s = howitworks.run_settings(run)
-        knobs = {k: v for k, v in s.items() if k in KNOB}
         trace = None
-        for done, trace in jobs.streamed(lambda snap, spec=spec, run=run, knobs=knobs:
-                                         jobs.decode_job(page, spec, run.decoder, knobs, None, snap)):
+        for done, trace in jobs.streamed(lambda snap, spec=spec, run=run:
+                                         lesson_recordings.decode_run(run, spec, page, snap)):
             if not done:
                 frame = panes_payload(done_panes + [pane(trace, run, spec, image, True, stream)])
                 yield results.ordered({"player": frame, "status": f"Running {md_text(lesson.title)}: "
@@ -102,30 +174,34 @@ def run_lesson(key: str):
     yield results.ordered({"player": panes_payload(done_panes), "status": lesson_summary(lesson, traces, specs)}, names)
 
 
-def lesson_runner(key: str):
-    """The button's callback: a generator function of no arguments (Gradio streams it)."""
-
-    def run():
-        yield from run_lesson(key)
-
-    return run
-
-
-def build() -> None:
-    gr.Markdown("### How diffusion decoding works: seven ideas, each one button away from a live run\n"
-                "Each button decodes the bundled sample and plays it in the player below the lessons (the Decode "
-                "tab's settings stay as you left them).")
+def build(tab=None) -> None:
+    """The tab: a button per lesson (opens it on its recording), the lesson's text, *Rerun live*,
+    the status line and the lessons' own player. ``tab``: the gr.Tab, whose first view opens lesson 1."""
     lessons = howitworks.LESSONS
+    gr.Markdown(f"### How diffusion decoding works: {NUMBER_WORDS[len(lessons)]} ideas, each on a recorded run\n"
+                "Pick a lesson: it opens at once on a run recorded with the app's own models; *Rerun live* decodes it "
+                "again here (the Decode tab's settings stay as you left them).")
+    current = gr.State(lessons[0].key)
+    shown = gr.State(False)
     buttons = []
-    for i in range(0, len(lessons), 2):
-        with gr.Row(equal_height=True):
-            for lesson in lessons[i : i + 2]:
-                with gr.Column(variant="panel"):
-                    gr.Markdown(f"#### {lesson.title}\n{lesson.body}")
-                    buttons.append((lesson, gr.Button(lesson.button, size="sm", elem_id=f"lesson-{lesson.key}")))
+    with gr.Row(elem_id="lesson-buttons"):
+        for lesson in lessons:
+            buttons.append((lesson, gr.Button(lesson.title, size="sm", elem_id=f"lesson-{lesson.key}", min_width=120,
+                                              variant="primary" if lesson is lessons[0] else "secondary")))
+    text = gr.Markdown(lesson_text(lessons[0]), elem_id="lesson-text")
+    with gr.Row():
+        live = gr.Button("↻ Rerun live (decodes on this machine)", size="sm", variant="secondary", elem_id="lesson-live",
+                         scale=0, min_width=260)
     status = gr.Markdown(elem_id="lesson-status")
     player = Player(elem_id="lesson-player")
+    shown_outputs = [current, text, status, player, *(b for _, b in buttons)]
+    # opening a recording runs no model: its own queue, never behind a decode
+    quick = {"concurrency_id": "lesson-recorded", "concurrency_limit": 4, "api_visibility": "private"}
     for lesson, btn in buttons:
-        btn.click(lesson_runner(lesson.key), None, results.says_why([status, player]), concurrency_id=MODEL_WORK, concurrency_limit=1,
-                  api_visibility="private", scroll_to_output=True, show_progress="minimal")
+        btn.click(functools.partial(show_lesson, lesson.key), None, shown_outputs, scroll_to_output=True,
+                  show_progress="hidden", **quick)
+    if tab is not None:
+        tab.select(show_on_first_view, [current, shown], [shown, *shown_outputs], show_progress="hidden", **quick)
+    live.click(run_lesson, [current], results.says_why([status, player]), concurrency_id=MODEL_WORK, concurrency_limit=1,
+               api_visibility="private", scroll_to_output=True, show_progress="minimal")
     gr.Markdown(howitworks.READING_GUIDE)

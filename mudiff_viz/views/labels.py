@@ -19,3 +19,6 @@ def decoder_colour(decoder: str) -> str:
 def counted(n: int, singular: str, plural: str | None = None) -> str:
     """'1 word', '2 words', '1 forward pass' (``plural`` when adding an s is wrong)."""
     return f"{n} {singular if n == 1 else (plural or singular + 's')}"
+
+
+NUMBER_WORDS = tuple("zero one two three four five six seven eight nine ten eleven twelve".split())  # counts said in words

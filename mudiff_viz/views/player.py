@@ -214,7 +214,9 @@ def series(trace: Trace) -> dict:
       ``steps`` forwards
     - ``regions``: regions (lines) still decoding at forward k
     - ``forced``: positions force-committed at the step limit
-    - ``above``: guesses above the confidence threshold at forward k (diffusion with a threshold)
+    - ``above``: guesses above the confidence threshold at forward k (diffusion with a threshold), at
+      the positions the player draws: up to each region's stop token, not the filler after it (the
+      header's "committed this step" counts drawn cells, and the caption must agree with it)
     """
     n = trace.clock_length
     masks_left, committed, kept = [0] * n, [0] * n, [0] * n
@@ -224,6 +226,8 @@ def series(trace: Trace) -> dict:
     threshold = None if trace.is_autoregressive else trace.params.get("threshold")
     first: dict[tuple[int, int], int] = {}
     last: dict[tuple[int, int], int] = {}
+    # filler: after a region's stop token, up to what it generated (a snapshot's positions past that are pending, drawn)
+    filler = [(len(r.tokens), r.n_generated) for r in trace.regions]
     for s in trace.steps:
         k = s.forward
         masks_left[k] += len(s.positions) - sum(s.committed)
@@ -236,7 +240,8 @@ def series(trace: Trace) -> dict:
             sums[k] += sum(s.confidences)
             counts[k] += len(s.confidences)
             if threshold is not None:
-                above[k] += sum(1 for c in s.confidences if c > threshold)
+                lo, hi = filler[s.region]
+                above[k] += sum(1 for p, c in zip(s.positions, s.confidences) if c > threshold and not lo <= p < hi)
         block[k] = s.block if block[k] is None else min(block[k], s.block)
         key = (s.region, s.block)
         first[key] = min(first.get(key, k), k)
