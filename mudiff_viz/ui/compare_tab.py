@@ -10,10 +10,11 @@ from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.probes.apply import probe_spec
 from mudiff_viz.probes.replay import page_for_trace
-from mudiff_viz.ui import controls, jobs, models, results
+from mudiff_viz.ui import controls, jobs, models, precheck, results
 from mudiff_viz.ui.common import example_traces, user_errors
 from mudiff_viz.ui.decode_tab import prepare_page
 from mudiff_viz.ui.player import Player
+from mudiff_viz.ui.capacity import DECODE_SLOTS, LIGHT_SLOTS, LIGHT_WORK
 from mudiff_viz.ui.slot import MODEL_WORK
 from mudiff_viz.views import tables
 from mudiff_viz.views.page_image import image_data_url
@@ -26,6 +27,13 @@ def _progress(progress, who: str):
         progress((done, total), desc=f"{who}: {unit} {done}/{total}", unit=unit)
 
     return cb
+
+
+def check_compare(file, page_number, spec_diffusion, spec_ar, knobs: dict, occlude_words="", occlude_fraction=0.0,
+                  degrade_dpi=150, blur=0.0, noise=0.0, jpeg=0, rotate=0.0, probe_seed=0) -> None:
+    """What run_compare refuses before it needs a model (the Run button's first, model-free step)."""
+    probes = precheck.probes_of(occlude_words, occlude_fraction, degrade_dpi, blur, noise, jpeg, rotate, probe_seed)
+    precheck.check_page_and_models(file, page_number, {"ar": spec_ar, "diffusion": spec_diffusion}, probes)
 
 
 @user_errors
@@ -116,7 +124,10 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
     outputs = results.says_why([status, warning, player, table, diff_note, diff_ar, diff_d, fig_fwd, fig_wall, fig_conf,
                                 fig_order, files])
     inputs = [picker.file, picker.number, model_d, model_a, *knobs.values(), *perturb.inputs]
-    run.click(controls.with_knobs(run_compare, 4, knobs.names()), inputs, outputs, concurrency_id=MODEL_WORK,
-              concurrency_limit=1, api_name="compare", scroll_to_output=True, show_progress="minimal")
-    example.click(compare_examples, None, outputs, api_name="compare_examples", scroll_to_output=True)
+    check = precheck.check_step(results.COMPARE_OUTPUTS, controls.with_knobs(check_compare, 4, knobs.names()))
+    precheck.checked_then(run, check, controls.with_knobs(run_compare, 4, knobs.names()), inputs, outputs, "compare",
+                          concurrency_id=MODEL_WORK, concurrency_limit=DECODE_SLOTS, scroll_to_output=True,
+                          show_progress="minimal")
+    example.click(compare_examples, None, outputs, api_name="compare_examples", scroll_to_output=True,
+                  concurrency_id=LIGHT_WORK, concurrency_limit=LIGHT_SLOTS)
     return {"picker": picker, "run": run}

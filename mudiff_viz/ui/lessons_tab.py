@@ -16,6 +16,7 @@ from mudiff_viz.decoding.settings import KNOB
 from mudiff_viz.ui import howitworks, jobs, models, pagework, results
 from mudiff_viz.ui.common import default_sample, user_errors
 from mudiff_viz.ui.player import Player
+from mudiff_viz.ui.capacity import DECODE_SLOTS
 from mudiff_viz.ui.slot import MODEL_WORK
 from mudiff_viz.views.labels import counted
 from mudiff_viz.views.markdown import md_text
@@ -126,6 +127,6 @@ def build() -> None:
     status = gr.Markdown(elem_id="lesson-status")
     player = Player(elem_id="lesson-player")
     for lesson, btn in buttons:
-        btn.click(lesson_runner(lesson.key), None, results.says_why([status, player]), concurrency_id=MODEL_WORK, concurrency_limit=1,
+        btn.click(lesson_runner(lesson.key), None, results.says_why([status, player]), concurrency_id=MODEL_WORK, concurrency_limit=DECODE_SLOTS,
                   api_visibility="private", scroll_to_output=True, show_progress="minimal")
     gr.Markdown(howitworks.READING_GUIDE)
