@@ -18,9 +18,7 @@ from pathlib import Path
 import gradio as gr
 
 from mudiff_viz.core.errors import UserInputError
-from mudiff_viz.corpus.report import tables_markdown
-from mudiff_viz.corpus.stats import corpus_figures, corpus_tables
-from mudiff_viz.corpus.store import TraceStore, check_run_id, load_page_trace
+from mudiff_viz.core.extras import MissingExtra
 from mudiff_viz.ui.clickplot import PLOTLY_JS, ClickPlot
 from mudiff_viz.ui.common import OUT_ROOT, ROOT, file_path, user_errors
 from mudiff_viz.ui.corpus_pages import corpus_page_image
@@ -29,6 +27,21 @@ from mudiff_viz.views import tables
 from mudiff_viz.views.labels import counted
 from mudiff_viz.views.page_image import image_data_url
 from mudiff_viz.views.player import player_payload
+
+try:  # the corpus extra (pyarrow, duckdb): without it the tab says which extra to install
+    from mudiff_viz.corpus.report import tables_markdown
+    from mudiff_viz.corpus.stats import corpus_figures, corpus_tables
+    from mudiff_viz.corpus.store import TraceStore, check_run_id, load_page_trace
+
+    CORPUS_MISSING: str | None = None
+except MissingExtra as exc:
+    CORPUS_MISSING = f"The Corpus tab: {exc}"
+
+
+def need_corpus() -> None:
+    if CORPUS_MISSING:
+        raise MissingExtra(CORPUS_MISSING)
+
 
 EXAMPLE_STORE = ROOT / "assets" / "corpus"  # a small store made by scripts (see docs/corpus.md), when present
 UPLOADED_STORES = OUT_ROOT / "stores"  # the app's own output folder: uploaded .zip stores unpack here
@@ -75,6 +88,7 @@ def under_roots(path: Path) -> bool:
 
 def resolve_store(path_text: str | None) -> Path:
     """A store folder typed by the user: it must exist, lie under an allowed root, and be a store."""
+    need_corpus()
     text = (path_text or "").strip()
     if not text:
         raise UserInputError("type the folder of a corpus store (python -m mudiff_viz corpus run ... --out DIR), "
@@ -160,6 +174,7 @@ def _cell(value):
 @user_errors
 def open_corpus(path_text, upload, run):
     """Open a store (the uploaded .zip when there is one, else the typed folder)."""
+    need_corpus()
     zip_path = file_path(upload)
     store = resolve_store(str(unpack_store(zip_path))) if zip_path else resolve_store(path_text)
     choices = run_choices(store)
@@ -172,6 +187,7 @@ def open_corpus(path_text, upload, run):
 @user_errors
 def open_point(store_dir, evt: gr.EventData):
     """The trace of the page whose point was clicked, in the player."""
+    need_corpus()
     key = (getattr(evt, "_data", None) or {}).get("key")
     if not store_dir:
         raise UserInputError("open a corpus store first")
@@ -188,7 +204,7 @@ def open_point(store_dir, evt: gr.EventData):
 
 def open_on_first_view(store_dir, path_text, upload, run):
     """The tab's first view opens the prefilled store (nothing to press); later views keep what is open."""
-    if store_dir or not (path_text or "").strip():
+    if store_dir or not (path_text or "").strip() or CORPUS_MISSING:
         return tuple(gr.skip() for _ in range(4 + len(FIGURES)))
     return open_corpus(path_text, upload, run)
 
@@ -199,7 +215,9 @@ def build(tab: gr.Tab | None = None) -> None:
                 "INPUTS --out DIR` (on a Ray cluster with `--ray auto`), then open the store here: decoding order, "
                 "lateness, calibration and CER over all pages. **Click a page's point** to play that page. "
                 "See `docs/corpus.md`.", elem_classes="mudiff-note")
-    default = str(EXAMPLE_STORE) if TraceStore(EXAMPLE_STORE).exists() else ""
+    if CORPUS_MISSING:
+        gr.Markdown(f"⚠ {CORPUS_MISSING}", elem_classes="mudiff-warning", elem_id="corpus-missing")
+    default = str(EXAMPLE_STORE) if not CORPUS_MISSING and TraceStore(EXAMPLE_STORE).exists() else ""
     with gr.Row(equal_height=False):
         path = gr.Textbox(value=default, label="Store folder on the server", elem_id="corpus-path", scale=4,
                           placeholder="runs/corpus")
