@@ -175,3 +175,23 @@ def test_model_free_events_run_off_the_model_queue(demo):
         assert by_api[name].concurrency_id == LIGHT_WORK, name
     for name in ("decode", "compare", "shuffle"):
         assert by_api[name].trigger_after == by_api[f"{name}_check"]._id and by_api[name].trigger_only_on_success, name
+
+
+def test_memory_is_trimmed_only_when_every_slot_is_free():
+    from mudiff_viz.ui import slot
+
+    held = threading.Event()
+    release = threading.Event()
+
+    @slot.model_slot
+    def hold():
+        held.set()
+        release.wait(10)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(10)
+    assert slot.slots_in_use() == 1 and slot.trim_memory() is False  # a decode runs: nothing is trimmed
+    release.set()
+    t.join(10)
+    assert slot.slots_in_use() == 0 and slot.trim_memory() is True  # glibc handed free pages back
