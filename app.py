@@ -6,9 +6,9 @@ import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from mudiff_viz.ui.app import build_app, launch_kwargs  # noqa: E402
+from mudiff_viz.ui.app import build_app, configure_queue, launch_kwargs  # noqa: E402
 
 demo = build_app()
 
 if __name__ == "__main__":
-    demo.queue(default_concurrency_limit=1).launch(**launch_kwargs())
+    configure_queue(demo).launch(**launch_kwargs())

@@ -22,11 +22,11 @@ def main(models_dir: str, port: int) -> None:
     from models import registry
 
     registry.NANO_DIR = Path(models_dir)
-    from mudiff_viz.ui.app import build_app, launch_kwargs
+    from mudiff_viz.ui.app import build_app, configure_queue, launch_kwargs
 
     demo = build_app()
     kwargs = {**launch_kwargs(), "server_name": "127.0.0.1", "server_port": port}
-    demo.queue(default_concurrency_limit=1).launch(prevent_thread_lock=True, quiet=True, **kwargs)
+    configure_queue(demo).launch(prevent_thread_lock=True, quiet=True, **kwargs)
     print("ready", flush=True)
     while True:
         time.sleep(3600)

@@ -8,6 +8,8 @@ what the out-of-range warning is for.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.ui_support import (
@@ -199,7 +201,13 @@ def corpus_store(app_url, tmp_path_factory):
     samples = ROOT / "assets" / "samples"
     run_corpus([str(samples / "courier-short.pdf"), str(samples / "helvetica-page.pdf")], store, models="nano",
                knobs={"max_new_tokens": 16, "block_length": 8, "steps": 8})
-    return store
+    old = os.environ.get("MUDIFF_CORPUS_ROOTS")
+    os.environ["MUDIFF_CORPUS_ROOTS"] = str(store.parent)  # the tab opens stores only under configured roots
+    yield store
+    if old is None:
+        os.environ.pop("MUDIFF_CORPUS_ROOTS", None)
+    else:
+        os.environ["MUDIFF_CORPUS_ROOTS"] = old
 
 
 def test_corpus_tab_plays_the_clicked_page(page, corpus_store):

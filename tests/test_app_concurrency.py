@@ -4,6 +4,7 @@ upload cap and run history from launch_kwargs, outside text inert in Markdown.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -12,6 +13,7 @@ import time
 import pytest
 
 from mudiff_viz.core.limits import current
+from mudiff_viz.ui.capacity import DECODE_SLOTS
 from tests.ui_support import SAMPLE
 
 MODEL_CALLBACKS = {"run_decode", "run_compare", "run_shuffle", "run_shuffle_bench", "run_lesson"}
@@ -30,14 +32,17 @@ def test_every_model_event_shares_one_slot(demo):
     for f in fns:
         if f.name.startswith("load_example"):
             continue  # cached examples: their own event, kept to one slot by the process lock
-        assert (f.concurrency_id, f.concurrency_limit) == ("model", 1), f.name
+        assert (f.concurrency_id, f.concurrency_limit) == ("model", DECODE_SLOTS), f.name
 
 
 def test_opening_a_lesson_never_waits_behind_a_decode(demo):
-    """A lesson's recording needs no model: its events have a queue of their own, not the model slot."""
+    """A lesson's recording needs no model: its events are on the model-free queue, not the model slot."""
     from mudiff_viz.ui import howitworks
+    from mudiff_viz.ui.capacity import LIGHT_WORK
 
-    quick = [f for f in demo.fns.values() if f.concurrency_id == "lesson-recorded"]
+    quick = [f for f in demo.fns.values()
+             if f.concurrency_id == LIGHT_WORK
+             and getattr(getattr(f.fn, "func", f.fn), "__name__", "") in ("show_lesson", "show_on_first_view")]
     assert len(quick) == len(howitworks.LESSONS) + 1  # a button per lesson and the tab's first view
     assert all(f.concurrency_limit > 1 for f in quick)
 
@@ -48,15 +53,26 @@ def test_model_jobs_hold_the_process_lock():
 
     for job in (jobs.decode_job, shuffle_tab.shuffle_job, shuffle_tab.bench_job):
         assert job.__code__.co_filename.endswith("slot.py"), job  # the model_slot wrapper
-    # behaviour: a decode waits while another holder has the slot
+    # behaviour: a decode waits while other holders have every slot
     done = threading.Event()
-    with MODEL_LOCK:
+    with all_slots(MODEL_LOCK):
         t = threading.Thread(target=_call_held, args=(done,))
         t.start()
         time.sleep(0.3)
         assert not done.is_set()
     t.join(5)
     assert done.is_set()
+
+
+@contextlib.contextmanager
+def all_slots(lock):
+    for _ in range(DECODE_SLOTS):
+        lock.acquire()
+    try:
+        yield
+    finally:
+        for _ in range(DECODE_SLOTS):
+            lock.release()
 
 
 def _call_held(done: threading.Event) -> None:
@@ -79,7 +95,7 @@ def test_decode_job_waits_for_the_slot(tiny_models):
     out = {}
     knobs = {"max_new_tokens": 8, "block_length": 8, "steps": 8}
     t = threading.Thread(target=lambda: out.setdefault("trace", jobs.decode_job(page, str(tiny_models["ar"]), "ar", knobs)))
-    with MODEL_LOCK:
+    with all_slots(MODEL_LOCK):
         t.start()
         time.sleep(0.5)
         assert "trace" not in out and t.is_alive()
@@ -146,3 +162,48 @@ def test_outside_text_is_inert_in_markdown():
     assert html.startswith("<p>") and html.count("<") == 2  # one paragraph of text, nothing else
     assert "&lt;img src=x onerror=alert(1)&gt;" in html and "**b**" in html and "javascript:x" in html
     assert error_text("field 'x' is '<b>'; & more") == "field 'x' is '&lt;b&gt;'; &amp; more"
+
+
+def test_decode_slots_follow_the_machine_and_the_override():
+    from mudiff_viz.ui import capacity
+
+    gib = 2**30
+    assert capacity.derived_slots(2, 20 * gib) == 1  # this build machine: two cores, one decode
+    assert capacity.derived_slots(16, 128 * gib) == capacity.MAX_DECODE_SLOTS
+    assert capacity.derived_slots(8, 4 * gib) == 2  # memory-bound: (4 - 1) GiB // 1.5 GiB
+    assert capacity.derived_slots(1, 512 * 2**20) == 1  # never below one
+    assert capacity.decode_slots({"MUDIFF_DECODE_SLOTS": "3"}) == 3
+    for bad, why in (("0", "at least one"), ("two", "not a whole number")):
+        with pytest.raises(ValueError, match=why):
+            capacity.decode_slots({"MUDIFF_DECODE_SLOTS": bad})
+
+
+def test_model_free_events_run_off_the_model_queue(demo):
+    """Checks, replays and bundled examples never share the decode queue; every decode has its check first."""
+    from mudiff_viz.ui.capacity import LIGHT_WORK
+
+    by_api = {f.api_name: f for f in demo.fns.values() if f.api_name}
+    for name in ("decode_check", "compare_check", "shuffle_check", "view_trace", "view_example", "compare_examples"):
+        assert by_api[name].concurrency_id == LIGHT_WORK, name
+    for name in ("decode", "compare", "shuffle"):
+        assert by_api[name].trigger_after == by_api[f"{name}_check"]._id and by_api[name].trigger_only_on_success, name
+
+
+def test_memory_is_trimmed_only_when_every_slot_is_free():
+    from mudiff_viz.ui import slot
+
+    held = threading.Event()
+    release = threading.Event()
+
+    @slot.model_slot
+    def hold():
+        held.set()
+        release.wait(10)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(10)
+    assert slot.slots_in_use() == 1 and slot.trim_memory() is False  # a decode runs: nothing is trimmed
+    release.set()
+    t.join(10)
+    assert slot.slots_in_use() == 0 and slot.trim_memory() is True  # glibc handed free pages back

@@ -88,7 +88,7 @@ def test_ar_model_refuses_the_other_decoder(tiny_models, pdf, tmp_path):
     assert r.returncode == 3 and "cannot run the diffusion decoder" in r.stderr
 
 
-def test_view_reports_invariant_problems(tmp_path):
+def test_view_refuses_contradicting_counts(tmp_path):
     from mudiff_viz.decoding.diffusion import decode_diffusion
     from mudiff_viz.decoding.settings import DecodeParams
     from tests.fixed_backend import FixedBackend, FixedPage
@@ -98,5 +98,6 @@ def test_view_reports_invariant_problems(tmp_path):
     d = trace.to_dict()
     d["metrics"]["nfe"] += 3
     (tmp_path / "t.json").write_text(json.dumps(d))
-    r = run_cli("view", str(tmp_path / "t.json"))
-    assert r.returncode == 0 and "invariant violations" in r.stderr
+    r = run_cli("view", str(tmp_path / "t.json"))  # counts that contradict each other: refused, in one line
+    assert r.returncode == 2 and "invalid trace: its counts disagree: metrics.nfe" in r.stderr
+    assert r.stderr.strip().count("\n") == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import zipfile
 
 import pytest
@@ -18,15 +19,55 @@ def _store(root):
     return root
 
 
-def test_a_store_must_be_under_an_allowed_root(tmp_path, monkeypatch):
+def test_a_store_must_be_under_a_configured_root(tmp_path, monkeypatch):
+    monkeypatch.delenv("MUDIFF_CORPUS_ROOTS", raising=False)
     store = _store(tmp_path / "s")
-    assert corpus_tab.resolve_store(str(store)) == store.resolve()  # the temporary folder is allowed
+    # the system temporary folder (pytest's tmp_path lies in it) is not a root: on a shared host
+    # anyone's files are there
+    with pytest.raises(UserInputError, match="outside the folders this app may open stores from"):
+        corpus_tab.resolve_store(str(store))
+    monkeypatch.setenv("MUDIFF_CORPUS_ROOTS", f"/nonexistent-root{os.pathsep}{tmp_path}")
+    assert corpus_tab.resolve_store(str(store)) == store.resolve()
     with pytest.raises(UserInputError, match="outside the folders"):
         corpus_tab.resolve_store("/etc")
     with pytest.raises(UserInputError, match="not a corpus store"):
         corpus_tab.resolve_store(str(tmp_path))
     with pytest.raises(UserInputError, match="type the folder"):
         corpus_tab.resolve_store("  ")
+
+
+def test_links_and_dot_dots_out_of_a_root_are_refused(tmp_path, monkeypatch):
+    root, elsewhere = tmp_path / "root", _store(tmp_path / "elsewhere")
+    root.mkdir()
+    (root / "link").symlink_to(elsewhere, target_is_directory=True)
+    monkeypatch.setenv("MUDIFF_CORPUS_ROOTS", str(root))
+    for typed in (root / "link", root / ".." / "elsewhere"):
+        with pytest.raises(UserInputError, match="outside the folders"):
+            corpus_tab.resolve_store(str(typed))
+
+
+def test_the_example_store_and_uploaded_stores_open_without_configuration(tmp_path, monkeypatch):
+    monkeypatch.delenv("MUDIFF_CORPUS_ROOTS", raising=False)
+    if corpus_tab.TraceStore(corpus_tab.EXAMPLE_STORE).exists():
+        assert corpus_tab.resolve_store(str(corpus_tab.EXAMPLE_STORE)) == corpus_tab.EXAMPLE_STORE.resolve()
+    upload = tmp_path / "store.zip"
+    with zipfile.ZipFile(upload, "w") as z:
+        z.writestr("runs/0123456789abcdef.parquet", b"PAR1")
+    out = corpus_tab.unpack_store(str(upload))
+    assert corpus_tab.UPLOADED_STORES.resolve() in out.resolve().parents
+    assert corpus_tab.resolve_store(str(out)) == out.resolve()
+    assert corpus_tab.own_private_folder(corpus_tab.UPLOADED_STORES)
+
+
+def test_an_uploads_folder_others_can_write_is_not_a_root(tmp_path, monkeypatch):
+    monkeypatch.delenv("MUDIFF_CORPUS_ROOTS", raising=False)
+    shared = tmp_path / "shared-stores"
+    shared.mkdir()
+    shared.chmod(0o777)
+    store = _store(shared / "planted")
+    monkeypatch.setattr(corpus_tab, "UPLOADED_STORES", shared)
+    with pytest.raises(UserInputError, match="outside the folders"):
+        corpus_tab.resolve_store(str(store))
 
 
 def test_uploaded_zip_is_unpacked_with_checks(tmp_path):

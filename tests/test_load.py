@@ -210,3 +210,22 @@ def test_soak_memory_stays_flat(server, tmp_path):
         Path(os.environ["MUDIFF_SOAK_REPORT"]).write_text(json.dumps(report, indent=1))
     assert proc.poll() is None, "the server died"
     assert rss[1] <= SOAK_GROWTH * rss[0], report
+
+
+def test_load_test_answers_match_solo_runs_bit_for_bit(tmp_path_factory):
+    """The repository's load test (python -m mudiff_viz loadtest), short: 3 concurrent clients x 4 decodes
+    on tiny twins, every answer's tokens (ids, forwards, confidences) equal to a solo run of its page."""
+    from mudiff_viz.bench.loadtest import run_load, start_server
+
+    proc, url = start_server(str(make_tiny_twins(tmp_path_factory.mktemp("load-models"))))
+    try:
+        report = run_load(url, proc.pid, clients=3, decodes=4, pages_per_client=2, max_tokens=16, settle_s=20,
+                          workdir=tmp_path_factory.mktemp("load-pages"))
+    finally:
+        proc.kill()
+        proc.wait()
+    summary = report.summary()
+    print("\nloadtest:", json.dumps(summary))
+    assert summary["requests"] == 12 and summary["solo_decodes"] == 12
+    assert not report.errors and not report.mismatches, (report.errors, report.mismatches)
+    assert len(report.latencies_s) == 12 and report.rss_peak_mb >= report.rss_warm_mb > 0

@@ -46,7 +46,7 @@ def launched_browser():
             browser.close()
 
 
-def tiny_twin(kind: str, out_dir: Path) -> Path:
+def tiny_twin(kind: str, out_dir: Path, max_answer: int = 24) -> Path:
     """One random-weight twin of the shipped embedded family (``registry.SHIPPED['nano']``) in its
     on-disk layout: config.json + model.safetensors (+ the shipped tokenizer.json for the subword
     pair). One layer, 64 wide, a 24-token answer cap."""
@@ -61,24 +61,24 @@ def tiny_twin(kind: str, out_dir: Path) -> Path:
         from models.nano_char.weights import save_model
 
         cfg = NanoConfig.character(kind=kind, d_model=64, n_layers=1, n_heads=2, mlp_hidden=128, enc_dim=64, enc_layers=1,
-                         conv_channels=(8, 16, 16, 16), max_answer=24)
+                         conv_channels=(8, 16, 16, 16), max_answer=max_answer)
         save_model(NanoOCR(cfg), out_dir)
         return out_dir
     from models.nano.model import NanoConfig, NanoOCR
     from models.nano.weights import save_model
 
     cfg = NanoConfig(kind=kind, d_model=64, n_layers=1, n_heads=2, mlp_hidden=128, enc_dim=64, enc_layers=1,
-                     conv_channels=(8, 16, 16, 16), max_answer=24)
+                     conv_channels=(8, 16, 16, 16), max_answer=max_answer)
     save_model(NanoOCR(cfg), out_dir, tokenizer=registry.NANO_DIR / f"{registry.SHIPPED['nano']}-ar" / "tokenizer.json")
     return out_dir
 
 
-def make_tiny_twins(folder: Path) -> Path:
+def make_tiny_twins(folder: Path, max_answer: int = 24) -> Path:
     """Both tiny twins under ``folder`` with the shipped folder names (point registry.NANO_DIR at it)."""
     from models import registry
 
     for kind in ("diffusion", "ar"):
-        tiny_twin(kind, folder / f"{registry.SHIPPED['nano']}-{kind}")
+        tiny_twin(kind, folder / f"{registry.SHIPPED['nano']}-{kind}", max_answer)
     return folder
 
 
@@ -99,11 +99,11 @@ def launched_app(models_dir: Path):
     old_dir = registry.NANO_DIR
     registry.NANO_DIR = models_dir
     registry._cache.clear()
-    from mudiff_viz.ui.app import build_app, launch_kwargs
+    from mudiff_viz.ui.app import build_app, configure_queue, launch_kwargs
 
     demo = build_app()
     kwargs = {**launch_kwargs(), "server_port": free_port(), "server_name": "127.0.0.1"}
-    demo.queue(default_concurrency_limit=1)
+    configure_queue(demo)
     demo.launch(prevent_thread_lock=True, quiet=True, **kwargs)
     url = f"http://127.0.0.1:{kwargs['server_port']}/"
     try:

@@ -323,7 +323,9 @@ class Trace:
         except (ValueError, RecursionError) as exc:
             raise UserInputError(f"trace is not valid JSON: {exc}") from None
         _finite(obj, "")  # NaN / Infinity anywhere, named by its path
-        return Trace.from_dict(obj)
+        trace = Trace.from_dict(obj)
+        check_meaning(trace, limits)
+        return trace
 
 
 def clock_bound(n_steps: int, n_tokens: int) -> int:
@@ -545,6 +547,66 @@ def validate(d: Any) -> None:
             for j, pair in enumerate(s["topk"][i]):
                 if len(pair) != 2 or isinstance(pair[0], bool) or not isinstance(pair[0], int):
                     _fail(f"{sp}.topk[{i}][{j}]", "must be [id, probability]")
+
+
+# ---- meaning: what a well-typed trace can still get wrong ----------------------------------------
+
+BOX_SLACK = 0.05  # boxes may reach this share of the page's side past its edge (rounding, a straightened scan)
+
+
+def _check_box(box: list[float] | None, page: "PageRecord", path: str) -> None:
+    if box is None:
+        return
+    x0, y0, x1, y1 = box
+    if x1 < x0 or y1 < y0:
+        _fail(path, f"is {_fmt_box(box)}: its right or bottom edge comes before its left or top")
+    sx, sy = BOX_SLACK * page.width, BOX_SLACK * page.height
+    if x0 < -sx or y0 < -sy or x1 > page.width + sx or y1 > page.height + sy:
+        _fail(path, f"is {_fmt_box(box)}, outside the {page.width:g}x{page.height:g} page")
+
+
+def _fmt_box(box: list[float]) -> str:
+    return "[" + ", ".join(f"{v:g}" for v in box) + "]"
+
+
+def check_meaning(trace: "Trace", limits: Limits | None = None) -> None:
+    """Refuse a trace whose parts contradict each other, in one line naming the first problem.
+
+    The schema check (:func:`validate`) knows types and ranges; this knows what they mean: every box
+    lies on the page, a diffusion step's positions lie in the block it names, no region holds more
+    tokens than a decode may write (``max_new_tokens``), and the counts agree with each other
+    (:func:`check_invariants`: each token committed once, at the forward it names; the NFE count).
+    """
+    limits = limits or current()
+    page = trace.page
+    for i, occ in enumerate(page.occluded):
+        _check_box(occ.box, page, f"page.occluded[{i}].box")
+    for ri, r in enumerate(trace.regions):
+        _check_box(r.bbox, page, f"regions[{ri}].bbox")
+        if len(r.tokens) > limits.max_new_tokens:
+            _fail(f"regions[{ri}].tokens", f"has {len(r.tokens)} tokens, past the limit of {limits.max_new_tokens} "
+                  "per region (MUDIFF_MAX_NEW_TOKENS)")
+        for ti, t in enumerate(r.tokens):
+            _check_box(t.box, page, f"regions[{ri}].tokens[{ti}].box")
+    block_length = trace.params.get("block_length") if trace.decoder == "diffusion" else None
+    for si, st in enumerate(trace.steps):
+        for pos in st.positions:
+            if not 0 <= pos < limits.max_new_tokens:
+                _fail(f"steps[{si}].positions", f"holds {pos}: positions run from 0 to {limits.max_new_tokens - 1}")
+        if st.drafts or st.verdicts:  # draft-and-verify: a position may be verified and drafted again, ahead of its block
+            continue
+        if len(set(st.positions)) != len(st.positions):
+            _fail(f"steps[{si}].positions", "names a position twice")
+        if isinstance(block_length, int) and block_length > 0:
+            lo, hi = st.block * block_length, (st.block + 1) * block_length
+            outside = [p for p in st.positions if not lo <= p < hi]
+            if outside:
+                _fail(f"steps[{si}].positions", f"holds {outside[0]}, outside block {st.block} "
+                      f"(positions {lo} to {hi - 1} at block length {block_length})")
+    problems = check_invariants(trace)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UserInputError(f"invalid trace: its counts disagree: {problems[0]}{more}")
 
 
 # ---- version 1 -------------------------------------------------------------------------------------

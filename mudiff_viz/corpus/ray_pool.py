@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from mudiff_viz.core.errors import ModelLoadError, UserInputError
+from mudiff_viz.core.extras import require
 from mudiff_viz.corpus.rows import one_line_error
 from mudiff_viz.corpus.worker import DecodeConfig, PageDecoder, PageTask, Rows, process_usage, task_failed
 
@@ -71,7 +72,7 @@ def connect(address: str, local_cpus: int) -> bool:
     local instance; "local": always a new local instance with ``local_cpus`` CPUs). Returns whether
     this call connected (and so should disconnect at the end)."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    import ray
+    ray = require("ray", "a corpus run on several workers (--workers)")
 
     if ray.is_initialized():
         return False

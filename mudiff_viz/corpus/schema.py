@@ -6,7 +6,10 @@ typed nulls), so DuckDB and pyarrow read a whole table as one. docs/corpus.md de
 
 from __future__ import annotations
 
-import pyarrow as pa
+from mudiff_viz.core.extras import require
+
+pa = require("pyarrow", "the corpus store")
+
 
 STORE_VERSION = 2  # bump when a column changes meaning; part of every run id (2: draft-and-verify columns)
 

@@ -24,15 +24,16 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-import duckdb
-import pyarrow as pa
-
 from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.extras import require
 from mudiff_viz.core.order import DISTANCE_BINS
 from mudiff_viz.corpus.figures import build_figures
 from mudiff_viz.corpus.intervals import mean_interval
 from mudiff_viz.corpus.schema import SCHEMAS
 from mudiff_viz.corpus.store import TraceStore, check_run_id, load_page_trace
+
+duckdb = require("duckdb", "corpus statistics")
+pa = require("pyarrow", "corpus statistics")
 
 __all__ = ["connect", "corpus_figures", "corpus_tables", "load_page_trace", "page_points"]
 

@@ -21,14 +21,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
-import pyarrow.parquet as pq
-
 from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.extras import require
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.corpus.schema import ROW_TABLES, SCHEMAS
+
+pa = require("pyarrow", "the corpus store")
+pc = require("pyarrow.compute", "the corpus store")
+ds = require("pyarrow.dataset", "the corpus store")
+pq = require("pyarrow.parquet", "the corpus store")
 
 _RUN_ID = re.compile(r"^[0-9a-f]{16}$")
 _PART = re.compile(r"^part-(\d{5,})\.parquet$")

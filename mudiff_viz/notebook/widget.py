@@ -14,14 +14,15 @@ from __future__ import annotations
 import html
 from typing import Any
 
-import anywidget
-import traitlets
-
+from mudiff_viz.core.extras import require
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.notebook import page_images
 from mudiff_viz.views.export import PLAYER_DIR, player_css, player_js, standalone_html_from_payload, trace_title
 from mudiff_viz.views.player import compare_payload, player_payload
 from mudiff_viz.views.shuffle import grid_payload
+
+anywidget = require("anywidget", "the notebook player")
+traitlets = require("traitlets", "the notebook player")
 
 
 def widget_esm() -> str:

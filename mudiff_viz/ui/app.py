@@ -75,6 +75,13 @@ def build_app() -> gr.Blocks:
     return demo
 
 
+def configure_queue(demo: gr.Blocks) -> gr.Blocks:
+    """The app's queue: events not given a concurrency id of their own run one at a time per event;
+    decodes share the model queue (capacity.DECODE_SLOTS at once) and model-free work its own
+    (capacity.LIGHT_WORK). Waiting visitors see their place in the queue and the expected wait."""
+    return demo.queue(default_concurrency_limit=1)
+
+
 def launch_kwargs() -> dict:
     """Keyword arguments for ``demo.launch``. Host and port come from MUDIFF_HOST / MUDIFF_PORT when
     set; otherwise Gradio's own defaults apply (127.0.0.1:7860, or GRADIO_SERVER_NAME / _PORT, which

@@ -11,10 +11,11 @@ from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.probes.apply import probe_spec
 from mudiff_viz.probes.replay import page_for_trace
-from mudiff_viz.ui import controls, jobs, models, results
+from mudiff_viz.ui import controls, jobs, models, precheck, results
 from mudiff_viz.ui.common import example_traces, user_errors
 from mudiff_viz.ui.decode_tab import prepare_page
 from mudiff_viz.ui.player import Player
+from mudiff_viz.ui.capacity import DECODE_SLOTS, LIGHT_SLOTS, LIGHT_WORK
 from mudiff_viz.ui.slot import MODEL_WORK
 from mudiff_viz.views import tables
 from mudiff_viz.views.labels import decoder_label
@@ -44,6 +45,14 @@ def compare_plan(spec_diffusion: str, spec_ar: str, third: str) -> list[tuple[st
     elif third not in ("none", "", None):
         raise UserInputError(f"unknown third decoder {third!r}; choose one of self-speculative, speculative, none")
     return plan
+
+
+def check_compare(file, page_number, spec_diffusion, spec_ar, third, knobs: dict, occlude_words="", occlude_fraction=0.0,
+                  degrade_dpi=150, blur=0.0, noise=0.0, jpeg=0, rotate=0.0, probe_seed=0) -> None:
+    """What run_compare refuses before it needs a model (the Run button's first, model-free step)."""
+    probes = precheck.probes_of(occlude_words, occlude_fraction, degrade_dpi, blur, noise, jpeg, rotate, probe_seed)
+    plan = compare_plan(spec_diffusion or "nano", spec_ar or "nano", third)
+    precheck.check_page_and_models(file, page_number, {decoder: spec for decoder, spec, _ in plan}, probes)
 
 
 @user_errors
@@ -146,7 +155,10 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
     inputs = [picker.file, picker.number, model_d, model_a, third, *knobs.values(), *perturb.inputs]
     third.change(lambda t: gr.update(visible=t != "none"), third, knobs["draft_length"], queue=False,
                  api_visibility="private")
-    run.click(controls.with_knobs(run_compare, 5, knobs.names()), inputs, outputs, concurrency_id=MODEL_WORK,
-              concurrency_limit=1, api_name="compare", scroll_to_output=True, show_progress="minimal")
-    example.click(compare_examples, None, outputs, api_name="compare_examples", scroll_to_output=True)
+    check = precheck.check_step(results.COMPARE_OUTPUTS, controls.with_knobs(check_compare, 5, knobs.names()))
+    precheck.checked_then(run, check, controls.with_knobs(run_compare, 5, knobs.names()), inputs, outputs, "compare",
+                          concurrency_id=MODEL_WORK, concurrency_limit=DECODE_SLOTS, scroll_to_output=True,
+                          show_progress="minimal")
+    example.click(compare_examples, None, outputs, api_name="compare_examples", scroll_to_output=True,
+                  concurrency_id=LIGHT_WORK, concurrency_limit=LIGHT_SLOTS)
     return {"picker": picker, "run": run}

@@ -1,9 +1,10 @@
 """The Corpus tab: open a Parquet trace store (``python -m mudiff_viz corpus run``), see decoding order,
 calibration and CER in aggregate, and click any page's point to play that page's trace.
 
-A store is opened from a folder on the server (only under the allowed roots: the working folder,
-the repository and MUDIFF_CORPUS_ROOTS) or uploaded as a small .zip of the store folder, unpacked
-with size and name checks. Nothing in a store is executed: Parquet files are read by DuckDB and
+A store is opened from a folder on the server (only under the configured roots: the shipped example
+store, the app's own output folder and MUDIFF_CORPUS_ROOTS; never the system temporary folder, where
+on a shared host anyone's files lie) or uploaded as a small .zip of the store folder, unpacked into
+the app's output folder with size and name checks. Nothing in a store is executed: Parquet files are read by DuckDB and
 pyarrow, traces are validated like any uploaded trace.
 """
 
@@ -17,11 +18,9 @@ from pathlib import Path
 import gradio as gr
 
 from mudiff_viz.core.errors import UserInputError
-from mudiff_viz.corpus.report import tables_markdown
-from mudiff_viz.corpus.stats import corpus_figures, corpus_tables
-from mudiff_viz.corpus.store import TraceStore, check_run_id, load_page_trace
+from mudiff_viz.core.extras import MissingExtra
 from mudiff_viz.ui.clickplot import PLOTLY_JS, ClickPlot
-from mudiff_viz.ui.common import ROOT, file_path, user_errors
+from mudiff_viz.ui.common import OUT_ROOT, ROOT, file_path, user_errors
 from mudiff_viz.ui.corpus_pages import corpus_page_image
 from mudiff_viz.ui.player import Player
 from mudiff_viz.views import tables
@@ -29,7 +28,23 @@ from mudiff_viz.views.labels import counted
 from mudiff_viz.views.page_image import image_data_url
 from mudiff_viz.views.player import player_payload
 
+try:  # the corpus extra (pyarrow, duckdb): without it the tab says which extra to install
+    from mudiff_viz.corpus.report import tables_markdown
+    from mudiff_viz.corpus.stats import corpus_figures, corpus_tables
+    from mudiff_viz.corpus.store import TraceStore, check_run_id, load_page_trace
+
+    CORPUS_MISSING: str | None = None
+except MissingExtra as exc:
+    CORPUS_MISSING = f"The Corpus tab: {exc}"
+
+
+def need_corpus() -> None:
+    if CORPUS_MISSING:
+        raise MissingExtra(CORPUS_MISSING)
+
+
 EXAMPLE_STORE = ROOT / "assets" / "corpus"  # a small store made by scripts (see docs/corpus.md), when present
+UPLOADED_STORES = OUT_ROOT / "stores"  # the app's own output folder: uploaded .zip stores unpack here
 MAX_ZIP_BYTES = 200_000_000  # unpacked size of an uploaded store
 MAX_ZIP_FILES = 5_000
 FIGURES = ("cer_by_level", "tokens_per_forward", "calibration", "step_by_position", "lateness_by_class",
@@ -43,21 +58,46 @@ def allowed_paths() -> list[str]:
 
 
 def store_roots() -> list[Path]:
-    roots = [Path.cwd(), ROOT, Path(tempfile.gettempdir())]
-    roots += [Path(p) for p in os.environ.get("MUDIFF_CORPUS_ROOTS", "").split(os.pathsep) if p]
+    """Folders the tab may open stores from: the shipped example, the app's output folder (uploaded
+    stores are unpacked there) and the ``MUDIFF_CORPUS_ROOTS`` folders (``os.pathsep``-separated)."""
+    roots = [EXAMPLE_STORE, UPLOADED_STORES]
+    roots += [Path(p).expanduser() for p in os.environ.get("MUDIFF_CORPUS_ROOTS", "").split(os.pathsep) if p.strip()]
     return [r.resolve() for r in roots]
+
+
+def source_roots() -> list[Path]:
+    """Where a store's pages may be re-rendered from: the store roots and the repository's own files."""
+    return store_roots() + [ROOT.resolve()]
+
+
+def own_private_folder(path: Path) -> bool:
+    """The uploads folder counts only when this process made it: owned by us, writable by nobody else
+    (it lies in the temporary folder, where another user could have made it first)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def under_roots(path: Path) -> bool:
+    """Whether the resolved ``path`` lies in a store root (links already followed by resolve())."""
+    uploads = UPLOADED_STORES.resolve()
+    return any((path == r or r in path.parents) and (r != uploads or own_private_folder(r)) for r in store_roots())
 
 
 def resolve_store(path_text: str | None) -> Path:
     """A store folder typed by the user: it must exist, lie under an allowed root, and be a store."""
+    need_corpus()
     text = (path_text or "").strip()
     if not text:
         raise UserInputError("type the folder of a corpus store (python -m mudiff_viz corpus run ... --out DIR), "
                              "or upload one as a .zip")
     path = Path(text).expanduser()
     path = (path if path.is_absolute() else Path.cwd() / path).resolve()
-    if not any(path == r or r in path.parents for r in store_roots()):
-        raise UserInputError(f"{text} is outside the folders this app may read (set MUDIFF_CORPUS_ROOTS to allow more)")
+    if not under_roots(path):
+        raise UserInputError(f"{text} is outside the folders this app may open stores from "
+                             "(set MUDIFF_CORPUS_ROOTS to allow more)")
     if not TraceStore(path).exists():
         raise UserInputError(f"{text} is not a corpus store (no runs/ folder in it)")
     return path
@@ -85,7 +125,11 @@ def unpack_store(zip_path: str) -> Path:
         if not runs:
             raise UserInputError("the .zip holds no corpus store (no runs/*.parquet)")
         prefix = runs[0].parent.parent  # the store may sit in a folder inside the zip
-        out = Path(tempfile.mkdtemp(prefix="mudiff-store-"))
+        UPLOADED_STORES.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not own_private_folder(UPLOADED_STORES):
+            raise UserInputError(f"{UPLOADED_STORES} belongs to another user or is writable by others: "
+                                 "the app will not unpack stores there")
+        out = Path(tempfile.mkdtemp(prefix="store-", dir=UPLOADED_STORES))
         for member, name in parquet:
             if prefix != Path(".") and prefix not in name.parents:
                 continue
@@ -130,8 +174,9 @@ def _cell(value):
 @user_errors
 def open_corpus(path_text, upload, run):
     """Open a store (the uploaded .zip when there is one, else the typed folder)."""
+    need_corpus()
     zip_path = file_path(upload)
-    store = unpack_store(zip_path) if zip_path else resolve_store(path_text)
+    store = resolve_store(str(unpack_store(zip_path))) if zip_path else resolve_store(path_text)
     choices = run_choices(store)
     run = run if run in choices else ALL_RUNS
     shown = open_store(store, run)
@@ -142,21 +187,24 @@ def open_corpus(path_text, upload, run):
 @user_errors
 def open_point(store_dir, evt: gr.EventData):
     """The trace of the page whose point was clicked, in the player."""
+    need_corpus()
     key = (getattr(evt, "_data", None) or {}).get("key")
     if not store_dir:
         raise UserInputError("open a corpus store first")
     if not isinstance(key, (list, tuple)) or len(key) != 3:
         raise UserInputError("that point is not a page (click a page's point: the faint dots)")
     run_id, page_id, decoder = (str(k) for k in key)
+    if not under_roots(Path(store_dir).resolve()):
+        raise UserInputError("that store is outside the folders this app may open stores from: open it again")
     trace = load_page_trace(store_dir, check_run_id(run_id), page_id, decoder)
-    img = corpus_page_image(trace, page_id, store_roots(), ROOT)
+    img = corpus_page_image(trace, page_id, source_roots(), ROOT)
     payload = player_payload(trace, image_url=image_data_url(img) if img is not None else None)
     return tables.summary_markdown(trace) + f"  \npage `{page_id}` of run `{run_id}`", payload
 
 
 def open_on_first_view(store_dir, path_text, upload, run):
     """The tab's first view opens the prefilled store (nothing to press); later views keep what is open."""
-    if store_dir or not (path_text or "").strip():
+    if store_dir or not (path_text or "").strip() or CORPUS_MISSING:
         return tuple(gr.skip() for _ in range(4 + len(FIGURES)))
     return open_corpus(path_text, upload, run)
 
@@ -167,7 +215,9 @@ def build(tab: gr.Tab | None = None) -> None:
                 "INPUTS --out DIR` (on a Ray cluster with `--ray auto`), then open the store here: decoding order, "
                 "lateness, calibration and CER over all pages. **Click a page's point** to play that page. "
                 "See `docs/corpus.md`.", elem_classes="mudiff-note")
-    default = str(EXAMPLE_STORE) if TraceStore(EXAMPLE_STORE).exists() else ""
+    if CORPUS_MISSING:
+        gr.Markdown(f"⚠ {CORPUS_MISSING}", elem_classes="mudiff-warning", elem_id="corpus-missing")
+    default = str(EXAMPLE_STORE) if not CORPUS_MISSING and TraceStore(EXAMPLE_STORE).exists() else ""
     with gr.Row(equal_height=False):
         path = gr.Textbox(value=default, label="Store folder on the server", elem_id="corpus-path", scale=4,
                           placeholder="runs/corpus")

@@ -9,9 +9,10 @@ import gradio as gr
 
 from mudiff_viz.decoding.settings import DIFFUSION, KNOB
 from mudiff_viz.probes.apply import ProbeSpec, probe_spec, probed_page
-from mudiff_viz.ui import controls, jobs, models, pagework, results
+from mudiff_viz.ui import controls, jobs, models, pagework, precheck, results
 from mudiff_viz.ui.common import file_path, user_errors
 from mudiff_viz.ui.player import Player
+from mudiff_viz.ui.capacity import DECODE_SLOTS
 from mudiff_viz.ui.slot import MODEL_WORK
 from mudiff_viz.views.labels import counted
 from mudiff_viz.views.page_image import image_data_url
@@ -31,6 +32,13 @@ def progress_callback(progress, decoder: str):
         progress((done, total), desc=f"decoding: {unit} {done}/{total}", unit=unit)
 
     return cb
+
+
+def check_decode(file, page_number, spec, decoder, knobs: dict, occlude_words="", occlude_fraction=0.0, degrade_dpi=150,
+                 blur=0.0, noise=0.0, jpeg=0, rotate=0.0, probe_seed=0) -> None:
+    """What run_decode refuses before it needs a model (the Run button's first, model-free step)."""
+    probes = precheck.probes_of(occlude_words, occlude_fraction, degrade_dpi, blur, noise, jpeg, rotate, probe_seed)
+    precheck.check_page_and_models(file, page_number, {decoder: spec}, probes)
 
 
 @user_errors
@@ -121,6 +129,8 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> DecodeTa
                    [diffusion_group, *knobs.values(shared)], queue=False, api_visibility="private")
     inputs = [picker.file, picker.number, model, decoder, *knobs.values(), *perturb.inputs]
     outputs = results.says_why([status, warning, player, fig_order, fig_conf, fig_tpf, downloads])
-    run.click(controls.with_knobs(run_decode, 4, knobs.names()), inputs, outputs, concurrency_id=MODEL_WORK,
-              concurrency_limit=1, api_name="decode", scroll_to_output=True, show_progress="minimal")
+    check = precheck.check_step(results.DECODE_OUTPUTS, controls.with_knobs(check_decode, 4, knobs.names()))
+    precheck.checked_then(run, check, controls.with_knobs(run_decode, 4, knobs.names()), inputs, outputs, "decode",
+                          concurrency_id=MODEL_WORK, concurrency_limit=DECODE_SLOTS, scroll_to_output=True,
+                          show_progress="minimal")
     return DecodeTab(picker, knobs, decoder, model, run, inputs, outputs)

@@ -10,9 +10,11 @@ just the result.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
+from collections import deque
 from typing import Callable, Iterator
 
 from mudiff_viz.core.trace import Trace
@@ -23,6 +25,10 @@ from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu
 from mudiff_viz.ui.slot import model_slot
 
 FRAME_INTERVAL_S = 0.3  # at most about three frames a second: building a frame costs the decode time
+LOG = logging.getLogger(__name__)
+# The latest cancelled decodes, for the log and the tests: units of work (diffusion blocks, AR chunks)
+# done when the viewer left and when the decode stopped. A decode stops at its next unit.
+CANCELLATIONS: deque = deque(maxlen=64)
 
 
 class Cancelled(Exception):
@@ -54,11 +60,14 @@ def streamed(job: Callable[[Snapshot | None], Trace], interval_s: float = FRAME_
     ready.set()
     cancelled = threading.Event()
     last = [0.0]
+    units = [0]  # units of work finished (one snapshot each)
+    left_at: list[int] = []
     outcome: dict = {}
 
     def snapshot(make: Callable[[], Trace]) -> None:
         if cancelled.is_set():
             raise Cancelled()
+        units[0] += 1
         now = time.monotonic()
         if ready.is_set() and now - last[0] >= interval_s:
             ready.clear()
@@ -68,6 +77,11 @@ def streamed(job: Callable[[Snapshot | None], Trace], interval_s: float = FRAME_
     def work() -> None:
         try:
             outcome["trace"] = job(snapshot)
+        except Cancelled:
+            record = {"units_at_cancel": left_at[0] if left_at else units[0], "units_at_stop": units[0]}
+            CANCELLATIONS.append(record)
+            LOG.info("decode cancelled: the viewer left after %(units_at_cancel)d units of work, "
+                     "it stopped after %(units_at_stop)d", record)
         except BaseException as exc:  # handed to the consumer's thread
             outcome["error"] = exc
         finally:
@@ -75,15 +89,19 @@ def streamed(job: Callable[[Snapshot | None], Trace], interval_s: float = FRAME_
 
     worker = threading.Thread(target=work, name="mudiff-decode", daemon=True)
     worker.start()
+    ended = False
     try:
         while True:
             kind, trace = frames.get()
             if kind == "end":
+                ended = True
                 break
             yield False, trace
             ready.set()
     finally:
-        cancelled.set()  # a no-op when the decode already ended
+        if not ended:  # closed early: the viewer went away (Gradio closes the generator) or pressed Run again
+            left_at.append(units[0])
+            cancelled.set()
     worker.join()
     if "error" in outcome:
         raise outcome["error"]

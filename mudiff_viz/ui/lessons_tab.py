@@ -19,6 +19,7 @@ from mudiff_viz.core.trace import REJECTED, Trace
 from mudiff_viz.ui import howitworks, jobs, lesson_recordings, models, results
 from mudiff_viz.ui.common import user_errors
 from mudiff_viz.ui.player import Player
+from mudiff_viz.ui.capacity import DECODE_SLOTS, LIGHT_SLOTS, LIGHT_WORK
 from mudiff_viz.ui.slot import MODEL_WORK
 from mudiff_viz.views.labels import NUMBER_WORDS, counted
 from mudiff_viz.views.markdown import md_text
@@ -196,12 +197,12 @@ def build(tab=None) -> None:
     player = Player(elem_id="lesson-player")
     shown_outputs = [current, text, status, player, *(b for _, b in buttons)]
     # opening a recording runs no model: its own queue, never behind a decode
-    quick = {"concurrency_id": "lesson-recorded", "concurrency_limit": 4, "api_visibility": "private"}
+    quick = {"concurrency_id": LIGHT_WORK, "concurrency_limit": LIGHT_SLOTS, "api_visibility": "private"}
     for lesson, btn in buttons:
         btn.click(functools.partial(show_lesson, lesson.key), None, shown_outputs, scroll_to_output=True,
                   show_progress="hidden", **quick)
     if tab is not None:
         tab.select(show_on_first_view, [current, shown], [shown, *shown_outputs], show_progress="hidden", **quick)
-    live.click(run_lesson, [current], results.says_why([status, player]), concurrency_id=MODEL_WORK, concurrency_limit=1,
+    live.click(run_lesson, [current], results.says_why([status, player]), concurrency_id=MODEL_WORK, concurrency_limit=DECODE_SLOTS,
                api_visibility="private", scroll_to_output=True, show_progress="minimal")
     gr.Markdown(howitworks.READING_GUIDE)

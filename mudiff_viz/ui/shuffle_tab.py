@@ -20,11 +20,12 @@ from mudiff_viz.probes.apply import probe_spec
 from mudiff_viz.probes.bench import bench_pages_from_paths, run_shuffle_benchmark, summary_lines, write_outputs
 from mudiff_viz.probes.pairs import DECODERS, ShufflePages, decode_grid, probe_pages, score_grid, shuffle_pages
 from mudiff_viz.probes.replay import file_sha256, find_source
-from mudiff_viz.ui import controls, models, pagework
+from mudiff_viz.ui import controls, models, pagework, precheck
 from mudiff_viz.ui.common import file_path, request_dir, safe_stem, sample_paths, user_errors, write_trace
 from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.results import cleared, ordered, says_why, shows_failure
+from mudiff_viz.ui.capacity import DECODE_SLOTS
 from mudiff_viz.ui.slot import MODEL_WORK, model_slot
 from mudiff_viz.views import shuffle as views
 from mudiff_viz.views.page_image import image_data_url
@@ -124,6 +125,11 @@ def run_shuffle(file, page_number, level, seed, spec, knobs: dict, probe="shuffl
     progress(0, desc="loading the models and encoding the pages")
     traces = shuffle_job(pages, spec or "nano", knobs, None if ON_ZERO_GPU else _grid_progress(progress))
     yield ordered(shuffle_outputs(pages, traces, Path(file_path(file)).name), OUTPUTS)
+
+
+def check_shuffle(file, page_number, level, seed, spec, *rest) -> None:
+    """What run_shuffle refuses before it needs a model (the Run button's first, model-free step)."""
+    precheck.check_page_and_models(file, page_number, {"ar": spec, "diffusion": spec})
 
 
 def shuffle_outputs(pages: ShufflePages, traces: dict, name: str) -> dict:
@@ -246,10 +252,11 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
     probe.change(lambda p: tuple(gr.update(visible=p == k) for k in ("shuffle", "occlude", "degrade")), probe,
                  [shuffle_box, occlude_box, degrade_box], queue=False, api_visibility="private")
     knob_inputs, names = knobs.values(), knobs.names()
-    run.click(controls.with_knobs(run_shuffle, 5, names), [picker.file, picker.number, level, seed, model, *knob_inputs, probe, fraction, dpi, blur, noise,
-                            jpeg, rotate],
-              says_why([status, player, table, *diffs, files]), concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="shuffle",
-              scroll_to_output=True, show_progress="minimal")
+    inputs = [picker.file, picker.number, level, seed, model, *knob_inputs, probe, fraction, dpi, blur, noise, jpeg, rotate]
+    check = precheck.check_step(OUTPUTS, check_shuffle)
+    precheck.checked_then(run, check, controls.with_knobs(run_shuffle, 5, names), inputs,
+                          says_why([status, player, table, *diffs, files]), "shuffle", concurrency_id=MODEL_WORK,
+                          concurrency_limit=DECODE_SLOTS, scroll_to_output=True, show_progress="minimal")
     bench.click(controls.with_knobs(run_shuffle_bench, 3, names), [levels, seeds, model, *knob_inputs], [bench_status, bench_fig, bench_table, bench_files],
-                concurrency_id=MODEL_WORK, concurrency_limit=1, api_name="shuffle_bench")
+                concurrency_id=MODEL_WORK, concurrency_limit=DECODE_SLOTS, api_name="shuffle_bench")
     return {"picker": picker}

@@ -8,6 +8,7 @@ from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.inputs.pages import load_page
 from mudiff_viz.probes.replay import page_for_trace
+from mudiff_viz.ui.capacity import LIGHT_SLOTS, LIGHT_WORK
 from mudiff_viz.ui.common import PAGE_TYPES, example_traces, file_path, request_dir, user_errors, write_text
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.results import cleared, files, ordered, plot, warning_update
@@ -116,7 +117,8 @@ def build() -> None:
             fig_conf = gr.Plot(show_label=False, visible=False)
             fig_tpf = gr.Plot(show_label=False, visible=False)
     outputs = [status, warning, player, fig_order, fig_conf, fig_tpf, downloads, table, fig_wall]
-    replay_btn.click(view_traces, [files, page], outputs, api_name="view_trace", scroll_to_output=True)
-    files.upload(view_traces, [files, page], outputs, api_visibility="private")
-    ex_d.click(lambda: view_example("diffusion"), None, outputs, api_name="view_example", scroll_to_output=True)
-    ex_c.click(lambda: view_example("compare"), None, outputs, api_visibility="private", scroll_to_output=True)
+    light = {"concurrency_id": LIGHT_WORK, "concurrency_limit": LIGHT_SLOTS}  # no model: never behind a decode
+    replay_btn.click(view_traces, [files, page], outputs, api_name="view_trace", scroll_to_output=True, **light)
+    files.upload(view_traces, [files, page], outputs, api_visibility="private", **light)
+    ex_d.click(lambda: view_example("diffusion"), None, outputs, api_name="view_example", scroll_to_output=True, **light)
+    ex_c.click(lambda: view_example("compare"), None, outputs, api_visibility="private", scroll_to_output=True, **light)
