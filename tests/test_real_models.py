@@ -941,3 +941,53 @@ def test_probes_run_on_the_tiny_real_layout_checkpoints(diffusion_dir, ar_dir, t
     rows = json.loads((bench / "results.json").read_text())
     assert {r["decoder"] for r in rows} == {"diffusion", "ar"}
     assert all(r["recovery_rate"] is not None for r in rows if r["occlusion"])
+
+
+# ---- the mask token id (config.json, else the tokenizer's <|MASK|>) ------------------------------------
+
+
+def _edited_copy(src: Path, dst: Path, config_edit=None, rename_mask: bool = False) -> Path:
+    """A copy of a checkpoint with config.json edited, and optionally no <|MASK|> in its tokenizer."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    config = json.loads((dst / "config.json").read_text())
+    if config_edit:
+        config_edit(config)
+    (dst / "config.json").write_text(json.dumps(config))
+    if rename_mask:
+        tok = json.loads((dst / "tokenizer.json").read_text())
+        for added in tok["added_tokens"]:
+            if added["content"] == "<|MASK|>":
+                added["content"] = "<|unused_0|>"
+        vocab = tok["model"]["vocab"]
+        vocab["<|unused_0|>"] = vocab.pop("<|MASK|>")
+        (dst / "tokenizer.json").write_text(json.dumps(tok))
+    return dst
+
+
+def test_a_config_without_mask_token_id_takes_the_tokenizers_mask(diffusion_dir, tmp_path, page_png):
+    config = json.loads((diffusion_dir / "config.json").read_text())
+    bare = _edited_copy(diffusion_dir, tmp_path / "bare", lambda c: c.pop("mask_token_id"))
+    backend = _load(bare, "diffusion")
+    assert backend.mask_id == config["mask_token_id"] == SPECIALS.index("<|MASK|>")
+    trace = decode_page(load_page(page_png), decoder="diffusion", backend=backend, params=DecodeParams(max_new_tokens=8))
+    assert trace.model.mask_id == backend.mask_id and check_invariants(trace) == []
+
+
+@pytest.mark.parametrize("case, edit, rename, message", [
+    ("disagree", lambda c: c.update(mask_token_id=c["mask_token_id"] - 1), False,
+     r"config.json mask_token_id=11 but the tokenizer maps <\|MASK\|> to 12"),
+    ("image id", lambda c: c.update(mask_token_id=c["image_token_id"]), True,
+     r"the mask token id 5 is also the image token id"),
+    ("other special", lambda c: c.update(mask_token_id=2), True, r"mask token id 2 is also the id of <\|im_end\|>"),
+    ("nowhere", lambda c: c.pop("mask_token_id"), True, r"no mask_token_id and the tokenizer has no <\|MASK\|>"),
+    ("not an int", lambda c: c.update(mask_token_id="12"), False, r"mask_token_id must be an integer"),
+    ("image ids disagree", lambda c: c.update(image_token_id=c["image_token_id"] + 1), False,
+     r"image_token_id=6 but the tokenizer maps <\|image_pad\|> to 5"),
+])
+def test_mask_and_image_ids_that_disagree_or_collide_are_refused(diffusion_dir, tmp_path, case, edit, rename, message):
+    bad = _edited_copy(diffusion_dir, tmp_path / "bad", edit, rename)
+    with pytest.raises(ModelLoadError, match=message) as err:
+        _load(bad, "diffusion")
+    assert "\n" not in str(err.value)
