@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from models.base import Backend, fingerprint
 from models.mineru_common.layout import parse_layout
-from models.mineru_common.tasks import layout_region, page_region
+from models.mineru_common.tasks import layout_region, page_region, task_of
 from models.mineru_common.text import ChatText
 from mudiff_viz.core.types import Region, joined_chars
 
@@ -19,6 +19,11 @@ class MinerUBackend(Backend):
         if page.lines:  # character boxes: token boxes on the page, occluded words located in the text
             region.gt_chars = joined_chars(page.lines)
         return [region]
+
+    @staticmethod
+    def task_of(prompt: str | None) -> str:
+        """text, table, formula or layout: which of the client's per-task settings a region gets."""
+        return task_of(prompt)
 
     def token_text(self, token_id: int) -> str:
         return self.text.token_text(token_id)

@@ -51,3 +51,12 @@ def layout_region(width: float, height: float, wording: str = DEFAULT_LAYOUT_PRO
     if wording not in LAYOUT_PROMPTS:
         raise UserInputError(f"layout prompt must be one of {', '.join(LAYOUT_PROMPTS)}, got {wording!r}")
     return Region(bbox=(0.0, 0.0, float(width), float(height)), kind="layout", prompt=LAYOUT_PROMPTS[wording])
+
+
+TASK_OF_PROMPT = {TEXT_PROMPT: "text", TABLE_PROMPT: "table", FORMULA_PROMPT: "formula",
+                  **{p: "layout" for p in LAYOUT_PROMPTS.values()}}
+
+
+def task_of(prompt: str | None) -> str:
+    """The task a region's prompt asks for (text when it has none, as the nano models' regions)."""
+    return TASK_OF_PROMPT.get(prompt or TEXT_PROMPT, "text")

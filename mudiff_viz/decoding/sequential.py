@@ -115,6 +115,10 @@ def merge_traces(
         regions_decoded=len(traces), speculation=speculation or None,
     )
     params = {**first.params, "n_regions": len(regions), **(extra_params or {})}
+    applied = [t.params["repetition_applied"] for t in traces if "repetition_applied" in t.params]
+    if applied:  # the AR repetition rules of every task the parts decoded (decoding/repetition.py)
+        params["repetition_applied"] = {"rules": applied[0]["rules"],
+                                        "by_task": {k: v for a in applied for k, v in a["by_task"].items()}}
     return Trace(
         decoder=first.decoder, model=first.model, params=params, page=replace(first.page, occluded=occluded), text=text,
         metrics=metrics,

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
 from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.decoding.repetition import RULE_SETS
 from mudiff_viz.decoding.strategies import strategy_names
 
 DIFFUSION, AR = "diffusion", "ar"
@@ -65,6 +66,21 @@ KNOBS: list[Knob] = [
          step=0.01, advanced=True),
     Knob("seed", 0, int, "Seed", "seed of the sampler (temperature > 0, random strategy)", 0, 2**31 - 1, step=1),
     Knob("max_new_tokens", 1024, int, "Max tokens", "tokens per region at most", 1, 1_000_000, step=1, ui_hi=4096),
+    Knob("repetition", "auto", str, "Repetition rules",
+         "AR: n-gram blocking and penalties; auto = the model's own client settings (MinerU2.5: "
+         "client-hf, no_repeat_ngram_size 100), off, client-hf, client-vllm (plus its presence and "
+         "frequency penalties per task) or custom (the four knobs below)",
+         choices=lambda: RULE_SETS, decoders=(AR,)),
+    Knob("no_repeat_ngram_size", 0, int, "No-repeat n-gram", "custom rules: ban a token that would complete an "
+         "n-gram already in the prompt or answer (0 = off)", 0, 100_000, decoders=(AR,), step=1, ui_hi=200,
+         advanced=True),
+    Knob("repetition_penalty", 1.0, float, "Repetition penalty", "custom rules: logits of tokens seen in the prompt "
+         "or answer divided by this (multiplied when negative); 1 = off", 0.01, 10.0, decoders=(AR,), step=0.01,
+         ui_hi=2.0, advanced=True),
+    Knob("presence_penalty", 0.0, float, "Presence penalty", "custom rules: subtracted from the logit of every token "
+         "the answer holds (vLLM's rule)", -2.0, 2.0, decoders=(AR,), step=0.05, advanced=True),
+    Knob("frequency_penalty", 0.0, float, "Frequency penalty", "custom rules: subtracted once per occurrence in the "
+         "answer (vLLM's rule)", -2.0, 2.0, decoders=(AR,), step=0.005, advanced=True),
     Knob("draft_length", 8, int, "Draft length", "positions drafted past the frontier, verified in the next forward",
          1, 64, decoders=SPECULATIVE, step=1, ui_hi=32),
     Knob("acceptance", "exact", str, "Acceptance", "exact: keep a draft only where the verifier agrees (lossless); "
