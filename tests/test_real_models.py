@@ -991,3 +991,26 @@ def test_mask_and_image_ids_that_disagree_or_collide_are_refused(diffusion_dir, 
     with pytest.raises(ModelLoadError, match=message) as err:
         _load(bad, "diffusion")
     assert "\n" not in str(err.value)
+
+
+# ---- the release-settings preset ---------------------------------------------------------------------
+
+
+def test_release_preset_from_the_cli_and_the_notebook(diffusion_dir, page_png, tmp_path):
+    """--preset release / preset="release": the release's demo values under the flags given."""
+    from mudiff_viz.notebook.api import decode
+
+    out = tmp_path / "t.json"
+    res = _cli("decode", str(page_png), "--model", str(diffusion_dir), "--preset", "release", "--max-new-tokens", "16",
+               "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    release = {"temperature": 1.0, "block_length": 32, "steps": 32, "threshold": 0.95, "max_new_tokens": 16}
+    params = Trace.load(out).params
+    assert {k: params[k] for k in release} == release
+    registry._cache.clear()
+    nb = decode(str(page_png), model=str(diffusion_dir), preset="release", max_new_tokens=16, seed=3)
+    assert {k: nb.params[k] for k in release} == release and nb.params["seed"] == 3
+    ours = decode(str(page_png), model=str(diffusion_dir), max_new_tokens=16)
+    assert ours.params["temperature"] == 0.0
+    res = _cli("decode", str(page_png), "--model", str(diffusion_dir), "--preset", "fast", "--out", str(out))
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1

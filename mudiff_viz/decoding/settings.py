@@ -94,6 +94,32 @@ KNOBS: list[Knob] = [
 KNOB = {k.name: k for k in KNOBS}
 
 
+# Named sets of knob values (docs/real-models.md#release-settings-and-our-defaults). "release" is
+# the MinerU-Diffusion release's demo: it samples at temperature 1.0 and lets a region run to 4096
+# tokens; our defaults differ only there (temperature 0, the deterministic mode, and 1024 tokens).
+PRESETS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "release": {"temperature": 1.0, "block_length": 32, "steps": 32, "threshold": 0.95,
+                "strategy": "low_confidence_dynamic", "top_k": 0, "top_p": 1.0, "max_new_tokens": 4096,
+                "repetition": "auto"},
+}
+
+
+def preset_knobs(preset: str | None, knobs: dict[str, Any] | None = None, max_new_tokens_limit: int | None = None
+                 ) -> dict[str, Any]:
+    """Every knob's value: the ones given (not None) win over the preset's, the preset's over the
+    defaults. The preset's token limit is cut to ``max_new_tokens_limit`` (the limits in force)."""
+    name = preset or "defaults"
+    if name not in PRESETS:
+        raise UserInputError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    values = {k.name: k.default for k in KNOBS}
+    values.update(PRESETS[name])
+    if max_new_tokens_limit is not None and "max_new_tokens" in PRESETS[name]:
+        values["max_new_tokens"] = min(values["max_new_tokens"], max_new_tokens_limit)
+    values.update({k: v for k, v in (knobs or {}).items() if v is not None})
+    return values
+
+
 def register_knob(knob: Knob) -> Knob:
     """Add a decode knob: it becomes a CLI flag, a control in the app's Decode tab (generated from
     :data:`KNOBS` when the app is built), a :class:`DecodeParams` value and a key of the trace's
