@@ -1014,3 +1014,17 @@ def test_release_preset_from_the_cli_and_the_notebook(diffusion_dir, page_png, t
     assert ours.params["temperature"] == 0.0
     res = _cli("decode", str(page_png), "--model", str(diffusion_dir), "--preset", "fast", "--out", str(out))
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_cli_layout_mode_writes_the_page_document(diffusion_dir, page_png, tmp_path):
+    doc = tmp_path / "page.md"
+    r = _cli("decode", str(page_png), "--model", str(diffusion_dir), "--mode", "layout", "--max-new-tokens", "16",
+             "--out", str(tmp_path / "t.json"), "--document", str(doc))
+    assert r.returncode == 0, r.stderr
+    from models.mineru_common.content import trace_document
+
+    trace = Trace.load(tmp_path / "t.json")
+    assert doc.read_text() == trace_document(trace) and "layout_continues" in trace.params
+    r = _cli("decode", str(page_png), "--model", str(diffusion_dir), "--max-new-tokens", "8",
+             "--out", str(tmp_path / "u.json"), "--document", str(doc))
+    assert r.returncode == 2 and "--document needs --mode layout" in r.stderr

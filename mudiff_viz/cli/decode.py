@@ -17,6 +17,7 @@ from mudiff_viz.cli.common import (
     order_line,
     summary_line,
 )
+from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.decoding.decoders import DECODERS
 
 
@@ -44,6 +45,8 @@ def register(sub) -> None:
                    help="diffusion: no host round trip per denoising step (same result; one CUDA graph per step on GPUs)")
     d.add_argument("--quiet", action="store_true", help="print only the summary line")
     d.add_argument("--out", required=True, help="trace JSON to write")
+    d.add_argument("--document", metavar="PATH", help="--mode layout: also write the page as one document (tables as "
+                   "HTML, equations in \\[ \\], continued blocks joined; docs/real-models.md#the-layout-parse)")
     d.set_defaults(func=cmd_decode)
 
     v = sub.add_parser("view", help="validate a trace and print its summary")
@@ -56,11 +59,18 @@ def register(sub) -> None:
 def cmd_decode(args) -> int:
     from mudiff_viz.notebook.api import decode  # the public API's decode: one code path (docs/notebook.md)
 
+    if args.document and args.mode != "layout":
+        raise UserInputError("--document needs --mode layout")
+
     trace = decode(args.input, model=args.model, decoder=args.decoder, page=args.page, dpi=args.dpi, mode=args.mode,
                    layout_prompt=args.layout_prompt, occlude=args.occlude_words or args.occlude, degrade=args.degrade,
                    probe_seed=args.probe_seed, record=not args.no_record, fused=args.fused, limits=limits_from(args),
                    **knobs_from(args))
     size = trace.save(args.out)
+    if args.document:
+        from models.mineru_common.content import trace_document
+
+        Path(args.document).write_text(trace_document(trace), encoding="utf-8")
     if not args.quiet:
         print(trace.text)
     print(summary_line(trace) + f" trace={args.out} ({size / 1e6:.2f} MB)", file=sys.stderr if not args.quiet else sys.stdout)

@@ -53,6 +53,8 @@ PARAMS_ADDED: dict[str, Added] = {
     "mode": Added("str", '"layout": the two-stage parse (decoding/two_stage.py)', when_set=True),
     "layout_prompt": Added("str", "the layout pass's wording", when_set=True),
     "layout_blocks": Added("int", "blocks the layout pass found", when_set=True),
+    "layout_continues": Added("list[int]", "regions whose text continues the previous block's (<|txt_contd_tgt|>)",
+                              when_set=True),
 }
 
 

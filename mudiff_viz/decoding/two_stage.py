@@ -26,7 +26,8 @@ def decode_two_stage(
         raise UserInputError(f"layout mode needs a model with a layout prompt (MinerU); {backend.name} has none")
     layout_trace = decode(backend, page, [backend.layout_region(page, layout_prompt)], params, None)
     blocks = backend.parse_layout(layout_trace.regions[0].text, page)
-    extra = {"mode": "layout", "layout_prompt": layout_prompt, "layout_blocks": len(blocks)}
+    extra = {"mode": "layout", "layout_prompt": layout_prompt, "layout_blocks": len(blocks),
+             "layout_continues": [i + 1 for i, b in enumerate(blocks) if b.meta.get("continues")]}
     if not blocks:
         return merge_traces([layout_trace], extra_params=extra)
     return decode_sequential(backend, page, blocks, decode, params, progress, before=[layout_trace], extra_params=extra,
