@@ -46,6 +46,10 @@ def run_compare(file, page_number, spec_diffusion, spec_ar, knobs: dict, occlude
     stream = uuid.uuid4().hex[:12]
     progress(0, desc="loading the models and encoding the page (prefill)")
     ar = diff = None
+    if jobs.ON_ZERO_GPU:  # one pickled GPU call for both decodes: no frames on the way
+        ar, diff = jobs.compare_job(page, spec_ar, spec_diffusion, knobs)
+        yield results.ordered(results.compare_result(ar, diff, image, image, probes, stream=stream), names)
+        return
     for done, ar in jobs.streamed(lambda snap: jobs.decode_job(page, spec_ar, "ar", knobs, _progress(progress, "AR"), snap)):
         if not done:
             yield results.ordered({"player": results.compare_panes(ar, None, image, image, partial="ar", stream=stream),
