@@ -1028,3 +1028,46 @@ def test_cli_layout_mode_writes_the_page_document(diffusion_dir, page_png, tmp_p
     r = _cli("decode", str(page_png), "--model", str(diffusion_dir), "--max-new-tokens", "8",
              "--out", str(tmp_path / "u.json"), "--document", str(doc))
     assert r.returncode == 2 and "--document needs --mode layout" in r.stderr
+
+
+# ---- mode, task and per-task token limits (knobs) ------------------------------------------------------
+
+
+@pytest.mark.parametrize("task, kind, prompt", [("table", "table", "Table Recognition:"),
+                                                ("formula", "formula", "Formula Recognition:"),
+                                                ("layout", "layout", "Layout Detection:")])
+def test_the_task_knob_reads_the_page_with_that_prompt(diffusion_dir, page_png, task, kind, prompt):
+    backend = _load(diffusion_dir, "diffusion")
+    page = load_page(page_png)
+    trace = decode_page(page, decoder="diffusion", backend=backend, params=DecodeParams.from_knobs(task=task,
+                                                                                                    max_new_tokens=8))
+    assert trace.params["task"] == task and trace.regions[0].kind == kind and check_invariants(trace) == []
+    region = backend.task_region(page, task)
+    assert prompt in backend.text.tok.decode(backend.text.prompt_ids(region.prompt, 4))
+
+
+def test_a_nano_like_model_reads_text_only(page_png):
+    from mudiff_viz.core.errors import UserInputError
+    from tests.fixed_backend import FixedBackend, FixedPage
+
+    with pytest.raises(UserInputError, match="reads text only: the table task needs a MinerU model"):
+        decode_page(FixedPage(), decoder="diffusion", backend=FixedBackend(n_rows=1),
+                    params=DecodeParams.from_knobs(task="table", max_new_tokens=8))
+    with pytest.raises(UserInputError, match="layout mode needs a model with a layout prompt"):
+        decode_page(FixedPage(), decoder="diffusion", backend=FixedBackend(n_rows=1),
+                    params=DecodeParams.from_knobs(mode="layout", max_new_tokens=8))
+
+
+def test_the_mode_knob_runs_the_two_stage_parse_with_per_task_limits(ar_dir, page_png):
+    from mudiff_viz.decoding.two_stage import pass_params
+
+    backend = _load(ar_dir, "ar")
+    trace = decode_page(load_page(page_png), decoder="ar", backend=backend,
+                        params=DecodeParams.from_knobs(mode="layout", max_new_tokens=20))
+    assert trace.params["mode"] == "layout" and trace.params["task_tokens"]["layout"] == 20
+    assert trace.regions[0].kind == "layout" and trace.regions[0].n_generated <= 20 and check_invariants(trace) == []
+    release = DecodeParams.from_knobs(max_new_tokens=4096)
+    assert [pass_params(release, t).max_new_tokens for t in ("layout", "table", "text", "formula")] == [
+        2048, 2048, 1024, 1024]
+    assert pass_params(DecodeParams.from_knobs(max_new_tokens=4096, task_limits="uniform"), "text").max_new_tokens == 4096
+    assert pass_params(DecodeParams.from_knobs(max_new_tokens=300), "layout").max_new_tokens == 300

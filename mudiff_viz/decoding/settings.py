@@ -20,6 +20,11 @@ DIFFUSION, AR = "diffusion", "ar"
 SELF_SPEC, SPEC = "self-speculative", "speculative"  # the draft-and-verify decoders (decoding/speculative.py)
 SPECULATIVE = (SELF_SPEC, SPEC)
 ACCEPTANCE = ("exact", "confidence")  # how a draft is accepted (decoding/acceptance.py)
+MODES = ("page", "layout")  # layout: layout detection first, then recognition per block (two_stage.py)
+TASKS = ("text", "table", "formula", "layout")  # the MinerU task prompts (models/mineru_common/tasks.py)
+TASK_LIMITS = ("release", "uniform")
+# the release's tokens per pass of its two-stage parse (docs/real-models.md#the-decoding-loop)
+RELEASE_TASK_TOKENS = {"layout": 2048, "table": 2048, "text": 1024, "formula": 1024}
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,14 @@ KNOBS: list[Knob] = [
          step=0.01, advanced=True),
     Knob("seed", 0, int, "Seed", "seed of the sampler (temperature > 0, random strategy)", 0, 2**31 - 1, step=1),
     Knob("max_new_tokens", 1024, int, "Max tokens", "tokens per region at most", 1, 1_000_000, step=1, ui_hi=4096),
+    Knob("mode", "page", str, "Mode", "page: the model's own regions (nano: text blocks; MinerU: the whole page with "
+         "the task's prompt); layout: layout detection, then each block with its type's prompt (MinerU models only: "
+         "the nano pairs were never taught a layout prompt)", choices=lambda: MODES),
+    Knob("task", "text", str, "Task", "page mode: the prompt the whole page is read with (text, table, formula or "
+         "layout; MinerU models only, the nano pairs read text)", choices=lambda: TASKS),
+    Knob("task_limits", "release", str, "Tokens per task", "layout mode: max tokens caps every pass; release = each task "
+         "also within the release's own limit (layout and tables 2048, text and formulas 1024: the release preset's "
+         "4096 gives exactly those); uniform = max tokens for every pass", choices=lambda: TASK_LIMITS, advanced=True),
     Knob("repetition", "auto", str, "Repetition rules",
          "AR: n-gram blocking and penalties; auto = the model's own client settings (MinerU2.5: "
          "client-hf, no_repeat_ngram_size 100), off, client-hf, client-vllm (plus its presence and "

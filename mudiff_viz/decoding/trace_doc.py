@@ -50,9 +50,9 @@ PARAMS_ADDED: dict[str, Added] = {
     "repetition_applied": Added("object", 'the repetition rules in force: {"rules": set name, "by_task": {task: '
                                 '{no_repeat_ngram_size, repetition_penalty, presence_penalty, frequency_penalty}}} '
                                 '(decoding/repetition.py)', (AR,)),
-    "mode": Added("str", '"layout": the two-stage parse (decoding/two_stage.py)', when_set=True),
     "layout_prompt": Added("str", "the layout pass's wording", when_set=True),
     "layout_blocks": Added("int", "blocks the layout pass found", when_set=True),
+    "task_tokens": Added("object", "layout mode: the token limit of each task's passes ({task: tokens})", when_set=True),
     "layout_continues": Added("list[int]", "regions whose text continues the previous block's (<|txt_contd_tgt|>)",
                               when_set=True),
 }

@@ -72,7 +72,7 @@ def load_page(source: Source | Page, page: int = 0, dpi: float = 150, occlude=No
 
 
 def decode(source: Source | Page, *, model: str = "nano", decoder: str = "diffusion", page: int = 0,
-           dpi: float = 150, mode: str = "page", layout_prompt: str = "detection",
+           dpi: float = 150, mode: str | None = None, layout_prompt: str = "detection",
            occlude: float | Iterable[int] | str | None = None, degrade: str | dict | None = None,
            probe_seed: int = 0, record: bool = True, fused: bool = False, limits: Limits | None = None,
            progress: ProgressFn | None = None, snapshot: Snapshot | None = None, preset: str | None = None,
