@@ -50,6 +50,9 @@ class Backend:
     max_answer: int | None = None  # tokens per region it is built for (None: only the decode limits)
     batches_regions: bool = False  # True: all regions of a page decode as one batch; else one at a time
     prefill_follows_block_length: bool = False  # the prompt is prefilled in blocks of the decode's block length
+    # the AR repetition rules its own client uses: {set name: {task: RepetitionRules fields}}, the
+    # default set first (mudiff_viz/decoding/repetition.py; the ``repetition`` knob's ``auto``)
+    client_repetition: dict[str, dict[str, dict[str, float]]] = {}
     # regions: the unit mudiff_viz.inputs cuts the page into for this model (lines, text blocks),
     # handed in by the pipeline; None: the model makes its own with regions() (the whole page)
     region_unit: RegionUnit | None = None

@@ -221,3 +221,20 @@ def test_corpus_tab_plays_the_clicked_page(page, corpus_store):
     point.click(force=True)
     wait_for_result(page, "#corpus-player", timeout=60_000)
     assert "page" in page.inner_text("#corpus-page-status")
+
+
+def test_release_settings_and_our_defaults_buttons_set_the_knobs(page):
+    """The Decode tab's preset buttons: the release's demo values, then ours back (docs/real-models.md)."""
+    def value(name: str) -> str:
+        return page.locator(f"#decode-{name} input[type=number]").input_value()
+
+    set_number(page, "decode-block-length", 8)
+    page.locator("#decode-preset-release").click()
+    page.wait_for_function("() => document.querySelector('#decode-temperature input[type=number]').value === '1'",
+                           timeout=10_000)
+    assert (value("block-length"), value("steps"), value("threshold"), value("max-new-tokens")) == ("32", "32", "0.95",
+                                                                                                    "4096")
+    page.locator("#decode-preset-defaults").click()
+    page.wait_for_function("() => document.querySelector('#decode-temperature input[type=number]').value === '0'",
+                           timeout=10_000)
+    assert (value("block-length"), value("max-new-tokens")) == ("32", "1024")

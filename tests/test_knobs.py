@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.settings import DIFFUSION, KNOB, Knob, register_knob, unregister_knob
 from tests.ui_support import DECODE_OUTPUTS, SAMPLE, launched_app, make_tiny_twins, named
@@ -67,3 +68,17 @@ def test_knob_values_cast_what_the_controls_send():
     got = knob_values(["block_length", "threshold", "seed", "top_k"], [16.0, 1, None, ""])
     assert got == {"block_length": 16, "threshold": 1.0, "seed": KNOB["seed"].default, "top_k": KNOB["top_k"].default}
     assert knob_values(["block_length"], [16.5]) == {"block_length": 16.5}  # make_params refuses it, in words
+
+
+def test_the_release_preset_sits_under_the_knobs_given():
+    from mudiff_viz.decoding.settings import preset_knobs
+
+    release = preset_knobs("release")
+    assert {k: release[k] for k in ("temperature", "block_length", "steps", "threshold", "max_new_tokens")} == {
+        "temperature": 1.0, "block_length": 32, "steps": 32, "threshold": 0.95, "max_new_tokens": 4096}
+    ours = preset_knobs(None)
+    assert {k for k in ours if ours[k] != release[k]} == {"temperature", "max_new_tokens"}  # the two we differ in
+    assert preset_knobs("release", {"temperature": 0.0, "steps": None})["temperature"] == 0.0
+    assert preset_knobs("release", None, max_new_tokens_limit=2048)["max_new_tokens"] == 2048
+    with pytest.raises(UserInputError, match="unknown preset 'fast'"):
+        preset_knobs("fast")

@@ -941,3 +941,133 @@ def test_probes_run_on_the_tiny_real_layout_checkpoints(diffusion_dir, ar_dir, t
     rows = json.loads((bench / "results.json").read_text())
     assert {r["decoder"] for r in rows} == {"diffusion", "ar"}
     assert all(r["recovery_rate"] is not None for r in rows if r["occlusion"])
+
+
+# ---- the mask token id (config.json, else the tokenizer's <|MASK|>) ------------------------------------
+
+
+def _edited_copy(src: Path, dst: Path, config_edit=None, rename_mask: bool = False) -> Path:
+    """A copy of a checkpoint with config.json edited, and optionally no <|MASK|> in its tokenizer."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    config = json.loads((dst / "config.json").read_text())
+    if config_edit:
+        config_edit(config)
+    (dst / "config.json").write_text(json.dumps(config))
+    if rename_mask:
+        tok = json.loads((dst / "tokenizer.json").read_text())
+        for added in tok["added_tokens"]:
+            if added["content"] == "<|MASK|>":
+                added["content"] = "<|unused_0|>"
+        vocab = tok["model"]["vocab"]
+        vocab["<|unused_0|>"] = vocab.pop("<|MASK|>")
+        (dst / "tokenizer.json").write_text(json.dumps(tok))
+    return dst
+
+
+def test_a_config_without_mask_token_id_takes_the_tokenizers_mask(diffusion_dir, tmp_path, page_png):
+    config = json.loads((diffusion_dir / "config.json").read_text())
+    bare = _edited_copy(diffusion_dir, tmp_path / "bare", lambda c: c.pop("mask_token_id"))
+    backend = _load(bare, "diffusion")
+    assert backend.mask_id == config["mask_token_id"] == SPECIALS.index("<|MASK|>")
+    trace = decode_page(load_page(page_png), decoder="diffusion", backend=backend, params=DecodeParams(max_new_tokens=8))
+    assert trace.model.mask_id == backend.mask_id and check_invariants(trace) == []
+
+
+@pytest.mark.parametrize("case, edit, rename, message", [
+    ("disagree", lambda c: c.update(mask_token_id=c["mask_token_id"] - 1), False,
+     r"config.json mask_token_id=11 but the tokenizer maps <\|MASK\|> to 12"),
+    ("image id", lambda c: c.update(mask_token_id=c["image_token_id"]), True,
+     r"the mask token id 5 is also the image token id"),
+    ("other special", lambda c: c.update(mask_token_id=2), True, r"mask token id 2 is also the id of <\|im_end\|>"),
+    ("nowhere", lambda c: c.pop("mask_token_id"), True, r"no mask_token_id and the tokenizer has no <\|MASK\|>"),
+    ("not an int", lambda c: c.update(mask_token_id="12"), False, r"mask_token_id must be an integer"),
+    ("image ids disagree", lambda c: c.update(image_token_id=c["image_token_id"] + 1), False,
+     r"image_token_id=6 but the tokenizer maps <\|image_pad\|> to 5"),
+])
+def test_mask_and_image_ids_that_disagree_or_collide_are_refused(diffusion_dir, tmp_path, case, edit, rename, message):
+    bad = _edited_copy(diffusion_dir, tmp_path / "bad", edit, rename)
+    with pytest.raises(ModelLoadError, match=message) as err:
+        _load(bad, "diffusion")
+    assert "\n" not in str(err.value)
+
+
+# ---- the release-settings preset ---------------------------------------------------------------------
+
+
+def test_release_preset_from_the_cli_and_the_notebook(diffusion_dir, page_png, tmp_path):
+    """--preset release / preset="release": the release's demo values under the flags given."""
+    from mudiff_viz.notebook.api import decode
+
+    out = tmp_path / "t.json"
+    res = _cli("decode", str(page_png), "--model", str(diffusion_dir), "--preset", "release", "--max-new-tokens", "16",
+               "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    release = {"temperature": 1.0, "block_length": 32, "steps": 32, "threshold": 0.95, "max_new_tokens": 16}
+    params = Trace.load(out).params
+    assert {k: params[k] for k in release} == release
+    registry._cache.clear()
+    nb = decode(str(page_png), model=str(diffusion_dir), preset="release", max_new_tokens=16, seed=3)
+    assert {k: nb.params[k] for k in release} == release and nb.params["seed"] == 3
+    ours = decode(str(page_png), model=str(diffusion_dir), max_new_tokens=16)
+    assert ours.params["temperature"] == 0.0
+    res = _cli("decode", str(page_png), "--model", str(diffusion_dir), "--preset", "fast", "--out", str(out))
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_cli_layout_mode_writes_the_page_document(diffusion_dir, page_png, tmp_path):
+    doc = tmp_path / "page.md"
+    r = _cli("decode", str(page_png), "--model", str(diffusion_dir), "--mode", "layout", "--max-new-tokens", "16",
+             "--out", str(tmp_path / "t.json"), "--document", str(doc))
+    assert r.returncode == 0, r.stderr
+    from models.mineru_common.content import trace_document
+
+    trace = Trace.load(tmp_path / "t.json")
+    assert doc.read_text() == trace_document(trace) and "layout_continues" in trace.params
+    r = _cli("decode", str(page_png), "--model", str(diffusion_dir), "--max-new-tokens", "8",
+             "--out", str(tmp_path / "u.json"), "--document", str(doc))
+    assert r.returncode == 2 and "--document needs --mode layout" in r.stderr
+
+
+# ---- mode, task and per-task token limits (knobs) ------------------------------------------------------
+
+
+@pytest.mark.parametrize("task, kind, prompt", [("table", "table", "Table Recognition:"),
+                                                ("formula", "formula", "Formula Recognition:"),
+                                                ("layout", "layout", "Layout Detection:")])
+def test_the_task_knob_reads_the_page_with_that_prompt(diffusion_dir, page_png, task, kind, prompt):
+    backend = _load(diffusion_dir, "diffusion")
+    page = load_page(page_png)
+    trace = decode_page(page, decoder="diffusion", backend=backend, params=DecodeParams.from_knobs(task=task,
+                                                                                                    max_new_tokens=8))
+    assert trace.params["task"] == task and trace.regions[0].kind == kind and check_invariants(trace) == []
+    region = backend.task_region(page, task)
+    assert prompt in backend.text.tok.decode(backend.text.prompt_ids(region.prompt, 4))
+
+
+def test_a_nano_like_model_reads_text_only(page_png):
+    from mudiff_viz.core.errors import UserInputError
+    from tests.fixed_backend import FixedBackend, FixedPage
+
+    with pytest.raises(UserInputError, match="reads text only: the table task needs a MinerU model"):
+        decode_page(FixedPage(), decoder="diffusion", backend=FixedBackend(n_rows=1),
+                    params=DecodeParams.from_knobs(task="table", max_new_tokens=8))
+    with pytest.raises(UserInputError, match="layout mode needs a model with a layout prompt"):
+        decode_page(FixedPage(), decoder="diffusion", backend=FixedBackend(n_rows=1),
+                    params=DecodeParams.from_knobs(mode="layout", max_new_tokens=8))
+
+
+def test_the_mode_knob_runs_the_two_stage_parse_with_per_task_limits(ar_dir, page_png):
+    from mudiff_viz.decoding.two_stage import pass_params
+
+    backend = _load(ar_dir, "ar")
+    trace = decode_page(load_page(page_png), decoder="ar", backend=backend,
+                        params=DecodeParams.from_knobs(mode="layout", max_new_tokens=20))
+    assert trace.params["mode"] == "layout" and trace.params["task_tokens"]["layout"] == 20
+    assert trace.regions[0].kind == "layout" and trace.regions[0].n_generated <= 20 and check_invariants(trace) == []
+    release = DecodeParams.from_knobs(max_new_tokens=4096)
+    assert [pass_params(release, t).max_new_tokens for t in ("layout", "table", "text", "formula")] == [
+        2048, 2048, 1024, 1024]
+    assert pass_params(DecodeParams.from_knobs(max_new_tokens=4096, task_limits="uniform"), "text").max_new_tokens == 4096
+    assert pass_params(DecodeParams.from_knobs(max_new_tokens=300), "layout").max_new_tokens == 300

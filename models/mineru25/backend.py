@@ -32,6 +32,18 @@ from mudiff_viz.core.limits import current
 from mudiff_viz.core.types import Region
 
 LM_HEAD = "lm_head.weight"
+# MinerU2.5's client (mineru-vl-utils 2.0.x, docs/real-models.md#mineru25-as-shipped): greedy with
+# no_repeat_ngram_size 100 for every task; its transformers path passes only that (and a neutral
+# repetition penalty) to generate, its vLLM path adds presence and frequency penalties per task.
+# The first set is the default (the ``repetition`` knob's ``auto``): the path our loop mirrors.
+# (plain dicts: the decoder's repetition.RepetitionRules fields)
+_NGRAM = {"no_repeat_ngram_size": 100, "repetition_penalty": 1.0}
+_VLLM_TEXT = {**_NGRAM, "presence_penalty": 1.0, "frequency_penalty": 0.05}
+CLIENT_REPETITION = {
+    "client-hf": dict.fromkeys(("text", "table", "formula", "layout"), _NGRAM),
+    "client-vllm": {"text": _VLLM_TEXT, "formula": _VLLM_TEXT, "layout": _NGRAM,
+                    "table": {**_NGRAM, "presence_penalty": 1.0, "frequency_penalty": 0.005}},
+}
 EXEC_MODES = ("eager", "static-cache", "cuda-graphs")
 
 
@@ -43,12 +55,14 @@ class ARContext:
     first_logits: torch.Tensor  # (1, V)
     step: StaticStep | None = None  # the static-cache step (a CUDA graph on CUDA)
     tentative: int = 0  # tokens the last spec_forward put in the cache (keep crops the rejected ones)
+    prompt_ids: list[int] | None = None  # the prompt (the repetition rules look at it, as generate's do)
 
 
 class MinerU25Backend(MinerUBackend):
     """MinerU2.5 through transformers' Qwen2-VL, with our KV-cached loop (one region at a time)."""
 
     kind = "ar"
+    client_repetition = CLIENT_REPETITION
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None,
                  exec_mode: str | None = None, stop_ids: frozenset[int] | None = None) -> None:
@@ -102,7 +116,10 @@ class MinerU25Backend(MinerUBackend):
             logits_to_keep=1,
         )
         return ARContext(cache=out.cache, length=len(ids), rope_delta=delta, first_logits=out.logits[:, -1].float(),
-                         step=step)
+                         step=step, prompt_ids=ids)
+
+    def prompt_tokens(self, ctx: ARContext) -> list[list[int]]:
+        return [list(ctx.prompt_ids or [])]
 
     def _static_cache(self, prompt_len: int):
         """The home StaticCache, emptied, with room for the prompt and the longest answer the limits

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from models.base import Backend, fingerprint
 from models.mineru_common.layout import parse_layout
-from models.mineru_common.tasks import layout_region, page_region
+from models.mineru_common.tasks import layout_region, page_region, task_of, task_region
 from models.mineru_common.text import ChatText
 from mudiff_viz.core.types import Region, joined_chars
 
@@ -20,6 +20,11 @@ class MinerUBackend(Backend):
             region.gt_chars = joined_chars(page.lines)
         return [region]
 
+    @staticmethod
+    def task_of(prompt: str | None) -> str:
+        """text, table, formula or layout: which of the client's per-task settings a region gets."""
+        return task_of(prompt)
+
     def token_text(self, token_id: int) -> str:
         return self.text.token_text(token_id)
 
@@ -32,6 +37,10 @@ class MinerUBackend(Backend):
     def vocabulary(self) -> str:
         vocab = self.text.tok.get_vocab(with_added_tokens=True)
         return fingerprint(f"{i}={t}" for t, i in sorted(vocab.items(), key=lambda kv: kv[1]))
+
+    def task_region(self, page, task: str) -> Region:
+        """The whole page read with ``task``'s prompt (text, table, formula or layout)."""
+        return task_region(page.width, page.height, task)
 
     def layout_region(self, page, wording: str) -> Region:
         return layout_region(page.width, page.height, wording)

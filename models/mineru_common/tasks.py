@@ -51,3 +51,24 @@ def layout_region(width: float, height: float, wording: str = DEFAULT_LAYOUT_PRO
     if wording not in LAYOUT_PROMPTS:
         raise UserInputError(f"layout prompt must be one of {', '.join(LAYOUT_PROMPTS)}, got {wording!r}")
     return Region(bbox=(0.0, 0.0, float(width), float(height)), kind="layout", prompt=LAYOUT_PROMPTS[wording])
+
+
+TASK_OF_PROMPT = {TEXT_PROMPT: "text", TABLE_PROMPT: "table", FORMULA_PROMPT: "formula",
+                  **{p: "layout" for p in LAYOUT_PROMPTS.values()}}
+
+
+def task_of(prompt: str | None) -> str:
+    """The task a region's prompt asks for (text when it has none, as the nano models' regions)."""
+    return TASK_OF_PROMPT.get(prompt or TEXT_PROMPT, "text")
+
+
+TASK_PROMPTS = {"text": TEXT_PROMPT, "table": TABLE_PROMPT, "formula": FORMULA_PROMPT, "layout": LAYOUT_PROMPT}
+
+
+def task_region(width: float, height: float, task: str) -> Region:
+    """The whole page asked with one task's prompt (the layout task sees the page as the layout pass does)."""
+    if task not in TASK_PROMPTS:
+        raise UserInputError(f"task must be one of {', '.join(TASK_PROMPTS)}, got {task!r}")
+    if task == "layout":
+        return layout_region(width, height)
+    return Region(bbox=(0.0, 0.0, float(width), float(height)), kind=task, prompt=TASK_PROMPTS[task])

@@ -31,6 +31,7 @@ CONFIG_KEYS = {
     "vision_end": "vision_end_token_id",
 }
 STOP_STRINGS = ("endoftext", "im_end")  # the release's stopping criteria
+MASK = "<|MASK|>"  # the diffusion model's mask token (the release falls back to it without config.mask_token_id)
 
 FALLBACK_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
@@ -88,6 +89,31 @@ class ChatText:
                 raise ModelLoadError(f"config.json {cfg_key}={cfg_id} but the tokenizer maps {text} to {tid}")
             found[name] = tid
         return SpecialIds(**found)  # type: ignore[arg-type]
+
+    def mask_id(self, config: dict) -> int:
+        """The mask token id: config.json's ``mask_token_id``, else the tokenizer's ``<|MASK|>`` (as
+        the release does). Refused in one line when the two disagree, when neither exists, or when
+        the id is also another special token (the image token above all: image slots would be
+        read as masks, and masks replaced by image features)."""
+        tok_id = self.tok.token_to_id(MASK)
+        cfg_id = config.get("mask_token_id")
+        if cfg_id is None:
+            if tok_id is None:
+                raise ModelLoadError(f"config.json has no mask_token_id and the tokenizer has no {MASK} token")
+            mask = tok_id
+        elif isinstance(cfg_id, bool) or not isinstance(cfg_id, int):
+            raise ModelLoadError(f"config.json mask_token_id must be an integer, got {cfg_id!r}")
+        elif tok_id is not None and cfg_id != tok_id:
+            raise ModelLoadError(f"config.json mask_token_id={cfg_id} but the tokenizer maps {MASK} to {tok_id}")
+        else:
+            mask = cfg_id
+        image_cfg = config.get("image_token_id")
+        if mask == self.ids.image_pad or (isinstance(image_cfg, int) and mask == image_cfg):
+            raise ModelLoadError(f"the mask token id {mask} is also the image token id ({IMAGE_PAD})")
+        for name, tid in vars(self.ids).items():
+            if tid == mask:
+                raise ModelLoadError(f"the mask token id {mask} is also the id of {SPECIAL_STRINGS[name]}")
+        return mask
 
     @staticmethod
     def _template(model_dir: Path, tok_cfg: dict) -> tuple[str, str]:

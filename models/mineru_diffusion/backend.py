@@ -55,9 +55,9 @@ class MinerUDiffusionBackend(MinerUBackend):
         config = read_json(model_dir / "config.json")
         if config.get("model_type") != "mineru_diffusion":
             raise ModelLoadError(f"{model_dir}: model_type {config.get('model_type')!r} is not mineru_diffusion")
-        cfg = MinerUDiffusionConfig.from_dict(config)
-        dev = torch.device(device)
         text = ChatText(model_dir, config)
+        cfg = MinerUDiffusionConfig.from_dict({**config, "mask_token_id": text.mask_id(config)})
+        dev = torch.device(device)
         images = ImagePreprocessor.from_dir(
             model_dir, cfg.vision.patch_size, cfg.vision.temporal_patch_size, cfg.vision.spatial_merge_size
         )

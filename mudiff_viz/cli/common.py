@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from mudiff_viz.core.limits import Limits, current
-from mudiff_viz.decoding.settings import KNOBS
+from mudiff_viz.decoding.settings import KNOBS, PRESETS, preset_knobs
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_MODEL = 0, 1, 2, 3
 
@@ -22,15 +22,21 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def add_knob_flags(p: argparse.ArgumentParser) -> None:
-    """``--block-length``, ``--steps``, ... one flag per decode knob."""
+    """``--block-length``, ``--steps``, ... one flag per decode knob, and ``--preset`` (a named set
+    of knob values under the flags given)."""
+    p.add_argument("--preset", choices=tuple(PRESETS), default="defaults",
+                   help="release: the MinerU-Diffusion release's demo settings (temperature 1.0, block 32, steps 32, "
+                        "threshold 0.95, 4096 tokens); flags given as well win (default: our defaults)")
     for knob in KNOBS:
         choices = knob.choices() if knob.choices else None
-        p.add_argument(f"--{knob.name.replace('_', '-')}", type=knob.kind, default=knob.default, choices=choices,
+        p.add_argument(f"--{knob.name.replace('_', '-')}", type=knob.kind, default=None, choices=choices,
                        help=f"{knob.help} (default {knob.default})")
 
 
 def knobs_from(args) -> dict:
-    return {knob.name: getattr(args, knob.name) for knob in KNOBS}
+    """Every knob's value: the flag's when given, else the preset's, else its default."""
+    given = {knob.name: getattr(args, knob.name, None) for knob in KNOBS}
+    return preset_knobs(getattr(args, "preset", None), given, current().max_new_tokens)
 
 
 def add_limit_flags(p: argparse.ArgumentParser) -> None:

@@ -17,6 +17,7 @@ from mudiff_viz.cli.common import (
     order_line,
     summary_line,
 )
+from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.decoding.decoders import DECODERS
 
 
@@ -26,8 +27,6 @@ def register(sub) -> None:
     d.add_argument("--page", type=int, default=0, help="page index (PDF), 0-based")
     d.add_argument("--decoder", choices=list(DECODERS), default="diffusion")
     d.add_argument("--model", default="nano", help="nano (default: the character pair), nano-char, nano-subword, a checkpoint directory or a hub id")
-    d.add_argument("--mode", choices=["page", "layout"], default="page",
-                   help="page: the model's own regions; layout: layout detection, then recognition per block (MinerU models)")
     d.add_argument("--layout-prompt", choices=["detection", "analysis"], default="detection",
                    help="wording of the layout prompt in --mode layout: 'Layout Detection' (default) or 'Layout Analysis' "
                         "(the release uses both; docs/real-models.md)")
@@ -44,6 +43,8 @@ def register(sub) -> None:
                    help="diffusion: no host round trip per denoising step (same result; one CUDA graph per step on GPUs)")
     d.add_argument("--quiet", action="store_true", help="print only the summary line")
     d.add_argument("--out", required=True, help="trace JSON to write")
+    d.add_argument("--document", metavar="PATH", help="--mode layout: also write the page as one document (tables as "
+                   "HTML, equations in \\[ \\], continued blocks joined; docs/real-models.md#the-layout-parse)")
     d.set_defaults(func=cmd_decode)
 
     v = sub.add_parser("view", help="validate a trace and print its summary")
@@ -56,11 +57,19 @@ def register(sub) -> None:
 def cmd_decode(args) -> int:
     from mudiff_viz.notebook.api import decode  # the public API's decode: one code path (docs/notebook.md)
 
-    trace = decode(args.input, model=args.model, decoder=args.decoder, page=args.page, dpi=args.dpi, mode=args.mode,
+    knobs = knobs_from(args)  # --mode and --task are knobs (decoding/settings.py)
+    if args.document and knobs["mode"] != "layout":
+        raise UserInputError("--document needs --mode layout")
+
+    trace = decode(args.input, model=args.model, decoder=args.decoder, page=args.page, dpi=args.dpi,
                    layout_prompt=args.layout_prompt, occlude=args.occlude_words or args.occlude, degrade=args.degrade,
                    probe_seed=args.probe_seed, record=not args.no_record, fused=args.fused, limits=limits_from(args),
-                   **knobs_from(args))
+                   **knobs)
     size = trace.save(args.out)
+    if args.document:
+        from models.mineru_common.content import trace_document
+
+        Path(args.document).write_text(trace_document(trace), encoding="utf-8")
     if not args.quiet:
         print(trace.text)
     print(summary_line(trace) + f" trace={args.out} ({size / 1e6:.2f} MB)", file=sys.stderr if not args.quiet else sys.stdout)

@@ -12,14 +12,13 @@ from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.decoders import Decoder, get_decoder
 from mudiff_viz.decoding.observers import ProgressFn, Snapshot
 from mudiff_viz.decoding.sequential import decode_sequential
-from mudiff_viz.decoding.settings import DecodeParams
+from mudiff_viz.decoding.settings import MODES, DecodeParams
 from mudiff_viz.decoding.two_stage import decode_two_stage
 from mudiff_viz.core.types import Region
 from mudiff_viz.inputs.page import Page
 from mudiff_viz.inputs.regions import find_regions
 from mudiff_viz.inputs.scan import straighten
 
-MODES = ("page", "layout")  # layout: layout detection first, then recognition per block (two_stage.py)
 
 
 def make_params(limits: Limits | None = None, **knobs) -> DecodeParams:
@@ -46,7 +45,7 @@ def decode_page(
     params: DecodeParams | None = None,
     progress: ProgressFn | None = None,
     backend=None,
-    mode: str = "page",
+    mode: str | None = None,
     layout_prompt: str = "detection",
     batch_regions: bool | None = None,
     snapshot: Snapshot | None = None,
@@ -65,10 +64,13 @@ def decode_page(
     back onto the uploaded image.
     """
     dec = get_decoder(decoder)
+    params = params or make_params()
+    mode = mode or params.mode  # the mode knob, unless the caller names one (the trace records it either way)
     if mode not in MODES:
         raise UserInputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode != params.mode:
+        params = replace(params, more={**params.more, "mode": mode})
     backend = backend or load_backend(model, dec.backend_kind)
-    params = params or make_params()
     run = dec.run
     if dec.roles:
         others = role_backends(dec, model, backend, params)
@@ -81,7 +83,7 @@ def decode_page(
     page = straighten(page)
     if mode == "layout":
         return decode_two_stage(backend, page, run, params, progress, layout_prompt=layout_prompt, snapshot=snapshot)
-    regions = regions_for(backend, page)
+    regions = task_regions(backend, page, params.task) if params.task != "text" else regions_for(backend, page)
     if not regions:
         raise UserInputError("no text found on the page")
     batch = backend.batches_regions if batch_regions is None else batch_regions
@@ -90,6 +92,13 @@ def decode_page(
     if not batch and len(regions) > 1:
         return decode_sequential(backend, page, regions, run, params, progress, snapshot=snapshot)
     return run(backend, page, regions, params, progress, snapshot=snapshot)
+
+
+def task_regions(backend, page: Page, task: str) -> list[Region]:
+    """The whole page read with another task's prompt (MinerU models; the nano pairs read text only)."""
+    if not hasattr(backend, "task_region"):
+        raise UserInputError(f"{backend.name} reads text only: the {task} task needs a MinerU model")
+    return [backend.task_region(page, task)]
 
 
 def role_backends(dec: Decoder, model: str, backend, params: DecodeParams) -> dict:

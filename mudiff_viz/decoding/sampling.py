@@ -71,15 +71,16 @@ class Sampler:
     """
 
     def __init__(self, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
-                 generator: torch.Generator | None = None) -> None:
+                 generator: torch.Generator | None = None, first: list[LogitsProcessor] = ()) -> None:
         self.deterministic = temperature <= 0
-        self.processors: list[LogitsProcessor] = ([] if self.deterministic else [Temperature(temperature)])
+        self.processors: list[LogitsProcessor] = list(first)  # history processors (repetition.py) come first
+        self.processors += [] if self.deterministic else [Temperature(temperature)]
         self.processors += [TopK(top_k), TopP(top_p)]  # each leaves the logits as they are when it is off
         self.generator = generator
 
     @classmethod
-    def of(cls, params, generator: torch.Generator | None = None) -> "Sampler":
-        return cls(params.temperature, params.top_k, params.top_p, generator)
+    def of(cls, params, generator: torch.Generator | None = None, first: list[LogitsProcessor] = ()) -> "Sampler":
+        return cls(params.temperature, params.top_k, params.top_p, generator, first)
 
     def probs(self, logits: torch.Tensor) -> torch.Tensor:
         logits = logits.float()

@@ -30,8 +30,10 @@ def decode_sequential(
     before: Sequence[Trace] = (),
     extra_params: dict | None = None,
     snapshot: Snapshot | None = None,
+    params_for: Callable | None = None,
 ) -> Trace:
     """Decode ``regions`` one by one (skipping those marked ``meta['skip']``) after the ``before`` traces.
+    ``params_for(region)``: the params of one region's decode (the two-stage parse's per-task token limits).
 
     The decode time limit (``params.max_seconds``) covers the whole sequence: later regions get
     what is left, and regions reached after it ran out are kept undecoded.
@@ -55,7 +57,8 @@ def decode_sequential(
         if snapshot:  # the regions so far, this one as it goes, and the rest still to come
             def inner(make, done=list(parts), rest=rest):
                 snapshot(lambda: merge_traces(done + [make()] + rest, extra_params=extra_params))
-        parts.append(decode(backend, page, [region], replace(params, max_seconds=left), None, snapshot=inner))
+        own = params_for(region) if params_for else params
+        parts.append(decode(backend, page, [region], replace(own, max_seconds=left), None, snapshot=inner))
         if progress:
             progress(i + 1, len(regions))
     if not any(isinstance(p, Trace) for p in parts):
@@ -115,6 +118,10 @@ def merge_traces(
         regions_decoded=len(traces), speculation=speculation or None,
     )
     params = {**first.params, "n_regions": len(regions), **(extra_params or {})}
+    applied = [t.params["repetition_applied"] for t in traces if "repetition_applied" in t.params]
+    if applied:  # the AR repetition rules of every task the parts decoded (decoding/repetition.py)
+        params["repetition_applied"] = {"rules": applied[0]["rules"],
+                                        "by_task": {k: v for a in applied for k, v in a["by_task"].items()}}
     return Trace(
         decoder=first.decoder, model=first.model, params=params, page=replace(first.page, occluded=occluded), text=text,
         metrics=metrics,

@@ -13,12 +13,18 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
 from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.decoding.repetition import RULE_SETS
 from mudiff_viz.decoding.strategies import strategy_names
 
 DIFFUSION, AR = "diffusion", "ar"
 SELF_SPEC, SPEC = "self-speculative", "speculative"  # the draft-and-verify decoders (decoding/speculative.py)
 SPECULATIVE = (SELF_SPEC, SPEC)
 ACCEPTANCE = ("exact", "confidence")  # how a draft is accepted (decoding/acceptance.py)
+MODES = ("page", "layout")  # layout: layout detection first, then recognition per block (two_stage.py)
+TASKS = ("text", "table", "formula", "layout")  # the MinerU task prompts (models/mineru_common/tasks.py)
+TASK_LIMITS = ("release", "uniform")
+# the release's tokens per pass of its two-stage parse (docs/real-models.md#the-decoding-loop)
+RELEASE_TASK_TOKENS = {"layout": 2048, "table": 2048, "text": 1024, "formula": 1024}
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,29 @@ KNOBS: list[Knob] = [
          step=0.01, advanced=True),
     Knob("seed", 0, int, "Seed", "seed of the sampler (temperature > 0, random strategy)", 0, 2**31 - 1, step=1),
     Knob("max_new_tokens", 1024, int, "Max tokens", "tokens per region at most", 1, 1_000_000, step=1, ui_hi=4096),
+    Knob("mode", "page", str, "Mode", "page: the model's own regions (nano: text blocks; MinerU: the whole page with "
+         "the task's prompt); layout: layout detection, then each block with its type's prompt (MinerU models only: "
+         "the nano pairs were never taught a layout prompt)", choices=lambda: MODES),
+    Knob("task", "text", str, "Task", "page mode: the prompt the whole page is read with (text, table, formula or "
+         "layout; MinerU models only, the nano pairs read text)", choices=lambda: TASKS),
+    Knob("task_limits", "release", str, "Tokens per task", "layout mode: max tokens caps every pass; release = each task "
+         "also within the release's own limit (layout and tables 2048, text and formulas 1024: the release preset's "
+         "4096 gives exactly those); uniform = max tokens for every pass", choices=lambda: TASK_LIMITS, advanced=True),
+    Knob("repetition", "auto", str, "Repetition rules",
+         "AR: n-gram blocking and penalties; auto = the model's own client settings (MinerU2.5: "
+         "client-hf, no_repeat_ngram_size 100), off, client-hf, client-vllm (plus its presence and "
+         "frequency penalties per task) or custom (the four knobs below)",
+         choices=lambda: RULE_SETS, decoders=(AR,)),
+    Knob("no_repeat_ngram_size", 0, int, "No-repeat n-gram", "custom rules: ban a token that would complete an "
+         "n-gram already in the prompt or answer (0 = off)", 0, 100_000, decoders=(AR,), step=1, ui_hi=200,
+         advanced=True),
+    Knob("repetition_penalty", 1.0, float, "Repetition penalty", "custom rules: logits of tokens seen in the prompt "
+         "or answer divided by this (multiplied when negative); 1 = off", 0.01, 10.0, decoders=(AR,), step=0.01,
+         ui_hi=2.0, advanced=True),
+    Knob("presence_penalty", 0.0, float, "Presence penalty", "custom rules: subtracted from the logit of every token "
+         "the answer holds (vLLM's rule)", -2.0, 2.0, decoders=(AR,), step=0.05, advanced=True),
+    Knob("frequency_penalty", 0.0, float, "Frequency penalty", "custom rules: subtracted once per occurrence in the "
+         "answer (vLLM's rule)", -2.0, 2.0, decoders=(AR,), step=0.005, advanced=True),
     Knob("draft_length", 8, int, "Draft length", "positions drafted past the frontier, verified in the next forward",
          1, 64, decoders=SPECULATIVE, step=1, ui_hi=32),
     Knob("acceptance", "exact", str, "Acceptance", "exact: keep a draft only where the verifier agrees (lossless); "
@@ -76,6 +105,32 @@ KNOBS: list[Knob] = [
          decoders=(SPEC,), advanced=True),
 ]
 KNOB = {k.name: k for k in KNOBS}
+
+
+# Named sets of knob values (docs/real-models.md#release-settings-and-our-defaults). "release" is
+# the MinerU-Diffusion release's demo: it samples at temperature 1.0 and lets a region run to 4096
+# tokens; our defaults differ only there (temperature 0, the deterministic mode, and 1024 tokens).
+PRESETS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "release": {"temperature": 1.0, "block_length": 32, "steps": 32, "threshold": 0.95,
+                "strategy": "low_confidence_dynamic", "top_k": 0, "top_p": 1.0, "max_new_tokens": 4096,
+                "repetition": "auto"},
+}
+
+
+def preset_knobs(preset: str | None, knobs: dict[str, Any] | None = None, max_new_tokens_limit: int | None = None
+                 ) -> dict[str, Any]:
+    """Every knob's value: the ones given (not None) win over the preset's, the preset's over the
+    defaults. The preset's token limit is cut to ``max_new_tokens_limit`` (the limits in force)."""
+    name = preset or "defaults"
+    if name not in PRESETS:
+        raise UserInputError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    values = {k.name: k.default for k in KNOBS}
+    values.update(PRESETS[name])
+    if max_new_tokens_limit is not None and "max_new_tokens" in PRESETS[name]:
+        values["max_new_tokens"] = min(values["max_new_tokens"], max_new_tokens_limit)
+    values.update({k: v for k, v in (knobs or {}).items() if v is not None})
+    return values
 
 
 def register_knob(knob: Knob) -> Knob:

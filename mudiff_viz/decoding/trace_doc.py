@@ -39,7 +39,7 @@ class Added:
 
 # In the order a trace records them, after the knobs and ``record`` (DecodeParams.for_trace) and
 # DecodeParams.extra: decoding/run.py (n_regions), decoding/diffusion.py (prefill_block, loop),
-# decoding/speculative.py (prefill_block),
+# decoding/speculative.py (prefill_block), decoding/autoregressive.py (repetition_applied),
 # decoding/two_stage.py (mode, layout_prompt, layout_blocks). tests/test_trace_doc.py checks that a
 # decode records no key missing here.
 PARAMS_ADDED: dict[str, Added] = {
@@ -47,9 +47,14 @@ PARAMS_ADDED: dict[str, Added] = {
     "prefill_block": Added("int | null", "the prompt's prefill block (MinerU-Diffusion: the block length; "
                            "self-speculative: 1)", (DIFFUSION, *SPECULATIVE)),
     "loop": Added("str", '"eager" | "fused" (same tokens and clock; decoding/diffusion.py)', (DIFFUSION,)),
-    "mode": Added("str", '"layout": the two-stage parse (decoding/two_stage.py)', when_set=True),
+    "repetition_applied": Added("object", 'the repetition rules in force: {"rules": set name, "by_task": {task: '
+                                '{no_repeat_ngram_size, repetition_penalty, presence_penalty, frequency_penalty}}} '
+                                '(decoding/repetition.py)', (AR,)),
     "layout_prompt": Added("str", "the layout pass's wording", when_set=True),
     "layout_blocks": Added("int", "blocks the layout pass found", when_set=True),
+    "task_tokens": Added("object", "layout mode: the token limit of each task's passes ({task: tokens})", when_set=True),
+    "layout_continues": Added("list[int]", "regions whose text continues the previous block's (<|txt_contd_tgt|>)",
+                              when_set=True),
 }
 
 

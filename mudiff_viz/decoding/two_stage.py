@@ -9,11 +9,14 @@ replay both stages on one clock.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from models.base import LayoutParser
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.observers import ProgressFn
 from mudiff_viz.decoding.sequential import Decode, decode_sequential, merge_traces
+from mudiff_viz.decoding.settings import RELEASE_TASK_TOKENS
 from mudiff_viz.inputs.page import Page
 
 
@@ -24,10 +27,27 @@ def decode_two_stage(
     """Layout pass (asked with ``layout_prompt``), then recognition of every detected block; one Trace."""
     if not isinstance(backend, LayoutParser):
         raise UserInputError(f"layout mode needs a model with a layout prompt (MinerU); {backend.name} has none")
-    layout_trace = decode(backend, page, [backend.layout_region(page, layout_prompt)], params, None)
+    def task_of(region) -> str:
+        return backend.task_of(region.prompt) if hasattr(backend, "task_of") else "text"
+
+    layout_trace = decode(backend, page, [backend.layout_region(page, layout_prompt)], pass_params(params, "layout"),
+                          None)
     blocks = backend.parse_layout(layout_trace.regions[0].text, page)
-    extra = {"mode": "layout", "layout_prompt": layout_prompt, "layout_blocks": len(blocks)}
+    tasks = ["layout"] + [task_of(b) for b in blocks if not b.meta.get("skip")]
+    extra = {"mode": "layout", "layout_prompt": layout_prompt, "layout_blocks": len(blocks),
+             "layout_continues": [i + 1 for i, b in enumerate(blocks) if b.meta.get("continues")],
+             "task_tokens": {t: pass_params(params, t).max_new_tokens for t in dict.fromkeys(tasks)}}
     if not blocks:
         return merge_traces([layout_trace], extra_params=extra)
     return decode_sequential(backend, page, blocks, decode, params, progress, before=[layout_trace], extra_params=extra,
-                             snapshot=snapshot)
+                             snapshot=snapshot, params_for=lambda region: pass_params(params, task_of(region)))
+
+
+def pass_params(params, task: str):
+    """One pass's params: max_new_tokens is the ceiling of every pass; with ``task_limits``
+    "release" each task also stays within the release's own tokens for it (RELEASE_TASK_TOKENS:
+    under the release preset's 4096, layout and tables 2048, text and formulas 1024)."""
+    if params.task_limits != "release":
+        return params
+    return replace(params, max_new_tokens=min(RELEASE_TASK_TOKENS.get(task, RELEASE_TASK_TOKENS["text"]),
+                                              params.max_new_tokens))

@@ -22,7 +22,7 @@ from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.decoders import get_decoder
 from mudiff_viz.decoding.observers import ProgressFn, Snapshot
 from mudiff_viz.decoding.pipeline import decode_page, make_params
-from mudiff_viz.decoding.settings import KNOB, KNOBS
+from mudiff_viz.decoding.settings import KNOB, KNOBS, preset_knobs
 from mudiff_viz.inputs.page import Page
 from mudiff_viz.inputs.pages import read_source, sniff_kind
 from mudiff_viz.notebook import page_images
@@ -74,10 +74,10 @@ def load_page(source: Source | Page, page: int = 0, dpi: float = 150, occlude=No
 
 
 def decode(source: Source | Page, *, model: str = "nano", decoder: str = "diffusion", page: int = 0,
-           dpi: float = 150, mode: str = "page", layout_prompt: str = "detection",
+           dpi: float = 150, mode: str | None = None, layout_prompt: str = "detection",
            occlude: float | Iterable[int] | str | None = None, degrade: str | dict | None = None,
            probe_seed: int = 0, record: bool = True, fused: bool = False, limits: Limits | None = None,
-           progress: ProgressFn | None = None, snapshot: Snapshot | None = None,
+           progress: ProgressFn | None = None, snapshot: Snapshot | None = None, preset: str | None = None,
            **knobs: Any) -> Trace:
     """Decode one page into a Trace (every denoising step recorded unless ``record=False``).
 
@@ -88,9 +88,10 @@ def decode(source: Source | Page, *, model: str = "nano", decoder: str = "diffus
     its frames through them; decoding/observers.py).
     ``knobs``: block_length, steps, threshold, strategy, temperature, top_k, top_p, seed,
     max_new_tokens (docs/notebook.md); bad values raise the CLI's one-line errors.
+    ``preset="release"``: the release's demo settings under the knobs given (as ``--preset release``).
     """
     limits = limits or current()
-    params = make_params(limits, **check_knobs(knobs))  # bad knobs fail before any page or model work
+    params = make_params(limits, **preset_knobs(preset, check_knobs(knobs), limits.max_new_tokens))  # bad knobs fail before any page or model work
     params.record, params.fused = record, fused
     loaded = load_page(source, page, dpi, occlude, degrade, probe_seed, limits)
     trace = decode_page(loaded, model=model, decoder=decoder, params=params, mode=mode, layout_prompt=layout_prompt,
@@ -105,13 +106,13 @@ def load_trace(path: str | Path) -> Trace:
 
 
 def compare(source: Source, *, model: str = "nano", ar_model: str | None = None, page: int = 0, dpi: float = 150,
-            occlude=None, degrade=None, probe_seed: int = 0, limits: Limits | None = None,
+            occlude=None, degrade=None, probe_seed: int = 0, limits: Limits | None = None, preset: str | None = None,
             also: Sequence[str] = (), **knobs: Any) -> Comparison:
     """AR and diffusion on the same page (AR first, as the app does), then each decoder of ``also``
     (``"self-speculative"``, ``"speculative"``: the diffusion model drafts; the speculative
     decoder's verifier is ``ar_model``, which defaults to ``model``)."""
     limits = limits or current()
-    params = make_params(limits, **check_knobs(knobs))
+    params = make_params(limits, **preset_knobs(preset, check_knobs(knobs), limits.max_new_tokens))
     for name in also:
         get_decoder(name)
     loaded = load_page(source, page, dpi, occlude, degrade, probe_seed, limits)
@@ -130,12 +131,12 @@ def compare(source: Source, *, model: str = "nano", ar_model: str | None = None,
 
 
 def shuffle(source: Source, *, level: float = 1.0, seed: int = 0, model: str = "nano", ar_model: str | None = None,
-            page: int = 0, limits: Limits | None = None, **knobs: Any) -> ShuffleComparison:
+            page: int = 0, limits: Limits | None = None, preset: str | None = None, **knobs: Any) -> ShuffleComparison:
     """Semantic Shuffle (our reconstruction, docs/semantic-shuffle.md): words permuted within each
     line at ``level`` (0..1, seeded), the page re-rendered; both pages through both decoders
     (``ar_model`` defaults to ``model``)."""
     limits = limits or current()
-    params = {d: make_params(limits, **check_knobs(knobs)) for d in DECODERS}
+    params = {d: make_params(limits, **preset_knobs(preset, check_knobs(knobs), limits.max_new_tokens)) for d in DECODERS}
     resolved = resolve(source)
     data, _ = read_source(resolved, limits)
     gt = None  # a PDF's ground truth is its text layer; an image's, the .txt beside it (as the CLI reads it)

@@ -48,6 +48,8 @@ CSS += f'.{SAYS_WHY} [data-testid="status-tracker"]:has(> .error) {{ display: no
 
 
 def build_app() -> gr.Blocks:
+    if _gpu.preload_wanted():  # on a Space: the models exist before the first GPU call (ui/gpu.py)
+        _gpu.preload_models()
     default = default_sample()
     model_choices = models.picker_choices()
     # delete_cache: Gradio's copies of uploads and downloads older than an hour go, checked every 30 minutes

@@ -73,6 +73,10 @@ def run_compare(file, page_number, spec_diffusion, spec_ar, third, knobs: dict, 
     image = image_data_url(page.image)
     stream = uuid.uuid4().hex[:12]
     progress(0, desc="loading the models and encoding the page (prefill)")
+    if jobs.ON_ZERO_GPU:  # one pickled GPU call for every decode: no frames on the way
+        traces = jobs.compare_job(page, plan, knobs)
+        yield results.ordered(results.compare_result(traces, image, probes, stream=stream), names)
+        return
     done_traces: list[Trace] = []
     for i, (decoder, spec, own) in enumerate(plan):
         who = decoder_label(decoder)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 
 from mudiff_viz.core.limits import current as current_limits
-from mudiff_viz.decoding.settings import DIFFUSION, KNOB, KNOBS, Knob
+from mudiff_viz.decoding.settings import DIFFUSION, KNOB, KNOBS, Knob, preset_knobs
 from mudiff_viz.ui import pagework
 from mudiff_viz.ui.common import PAGE_TYPES, sample_paths
 
@@ -204,6 +204,29 @@ def max_tokens_control(knobs: Knobs) -> gr.components.Component:
     return knobs.add("max_new_tokens")
 
 
+PRESET_BUTTONS = (("release", "Release settings"), ("defaults", "Our defaults"))
+PRESET_HELP = ("**Release settings**: the MinerU-Diffusion release's demo (temperature 1.0, block 32, steps 32, "
+               "threshold 0.95, 4096 tokens). **Our defaults** differ in two knobs: temperature 0 (deterministic: "
+               "one run is every run, and decoders compare token for token) and 1024 tokens.")
+
+
+def preset_values(preset: str, names: Sequence[str]) -> list:
+    """The controls' values under a preset, in ``names`` order (the token limit cut to the limits in force)."""
+    values = preset_knobs(preset, None, current_limits().max_new_tokens)
+    return [values[n] for n in names]
+
+
+def preset_buttons(knobs: Knobs) -> None:
+    """Buttons that set every knob of the tab to a preset's values (added after the knobs they set)."""
+    gr.Markdown(PRESET_HELP, elem_classes="mudiff-note")
+    with gr.Row():
+        for preset, label in PRESET_BUTTONS:
+            button = gr.Button(label, size="sm", elem_id=f"{knobs.prefix}-preset-{preset}")
+            names = knobs.names()
+            button.click(functools.partial(preset_values, preset, names), None, knobs.values(names), queue=False,
+                         api_visibility="private")
+
+
 def every_knob(knobs: Knobs) -> gr.Group:
     """Every knob of :data:`KNOBS`, with nothing listed by hand: the diffusion-only ones (returned,
     so the tab can hide them for AR), then the ones both decoders read, the token limit, and the
@@ -216,6 +239,7 @@ def every_knob(knobs: Knobs) -> gr.Group:
     if advanced:
         with gr.Accordion(f"More knobs ({', '.join(k.label.lower() for k in advanced)})", open=False):
             _rows_of_two(knobs, [k.name for k in advanced])
+    preset_buttons(knobs)
     return group
 
 

@@ -21,7 +21,7 @@ from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.run import Snapshot
 from mudiff_viz.notebook import api
 from mudiff_viz.ui import models
-from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu
+from mudiff_viz.ui.gpu import ON_ZERO_GPU, decode_seconds, gpu
 from mudiff_viz.ui.slot import model_slot
 
 FRAME_INTERVAL_S = 0.3  # at most about three frames a second: building a frame costs the decode time
@@ -35,13 +35,41 @@ class Cancelled(Exception):
     """The viewer went away (closed the tab, pressed Run again): the decode stops at its next block."""
 
 
-@model_slot
-@gpu
-def decode_job(page, spec: str, decoder: str, knobs: dict, progress=None, snapshot: Snapshot | None = None) -> Trace:
+def decode_work(page, spec: str, decoder: str, knobs: dict, progress=None, snapshot: Snapshot | None = None) -> Trace:
     """One decode of a loaded page: the public ``mv.decode``, so the app, the CLI and a notebook
     take one code path (knobs checked with the CLI's messages)."""
     models.check(spec, decoder)
     return api.decode(page, model=spec, decoder=decoder, progress=progress, snapshot=snapshot, **knobs)
+
+
+@gpu(duration=lambda page, spec, decoder, knobs: decode_seconds(knobs))
+def decode_on_gpu(page, spec: str, decoder: str, knobs: dict) -> Trace:
+    """The decode as one ZeroGPU call: plain arguments only (they are pickled), no live frames."""
+    return decode_work(page, spec, decoder, knobs)
+
+
+@gpu(duration=lambda page, plan, knobs: decode_seconds(knobs, passes=len(plan)))
+def compare_on_gpu(page, plan: list[tuple[str, str, dict]], knobs: dict) -> list[Trace]:
+    """The Compare tab's decodes (``plan``: (decoder, model spec, its own knobs), AR first) in one
+    ZeroGPU call (one GPU allocation for the comparison)."""
+    return [decode_work(page, spec, decoder, {**knobs, **own}) for decoder, spec, own in plan]
+
+
+@model_slot
+def decode_job(page, spec: str, decoder: str, knobs: dict, progress=None, snapshot: Snapshot | None = None) -> Trace:
+    """A decode for the app: on ZeroGPU one pickled GPU call (no progress, no frames), elsewhere in
+    this process with its progress and snapshot hooks."""
+    if ON_ZERO_GPU:
+        return decode_on_gpu(page, spec, decoder, knobs)
+    return decode_work(page, spec, decoder, knobs, progress, snapshot)
+
+
+@model_slot
+def compare_job(page, plan: list[tuple[str, str, dict]], knobs: dict) -> list[Trace]:
+    """Every decode of the Compare tab at once (what it runs on ZeroGPU)."""
+    if ON_ZERO_GPU:
+        return compare_on_gpu(page, plan, knobs)
+    return [decode_work(page, spec, decoder, {**knobs, **own}) for decoder, spec, own in plan]
 
 
 def streamed(job: Callable[[Snapshot | None], Trace], interval_s: float = FRAME_INTERVAL_S,

@@ -22,7 +22,7 @@ from mudiff_viz.probes.pairs import DECODERS, ShufflePages, decode_grid, probe_p
 from mudiff_viz.probes.replay import file_sha256, find_source
 from mudiff_viz.ui import controls, models, pagework, precheck
 from mudiff_viz.ui.common import file_path, request_dir, safe_stem, sample_paths, user_errors, write_trace
-from mudiff_viz.ui.gpu import ON_ZERO_GPU, gpu
+from mudiff_viz.ui.gpu import ON_ZERO_GPU, decode_seconds, gpu
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.results import cleared, ordered, says_why, shows_failure
 from mudiff_viz.ui.capacity import DECODE_SLOTS
@@ -59,7 +59,7 @@ def sidecar_text(path: str) -> str | None:
 
 
 @model_slot
-@gpu
+@gpu(duration=lambda pages, spec, knobs, progress=None: decode_seconds(knobs, passes=4))
 def shuffle_job(pages: ShufflePages, spec: str, knobs: dict, progress=None) -> dict:
     """Both decoders on both pages: four traces keyed (decoder, column)."""
     for decoder in DECODERS:
@@ -74,7 +74,8 @@ def _bench_job(pages, levels, seeds: int, spec: str, knobs: dict, progress=None)
     return run_shuffle_benchmark(pages, levels=levels, seeds=seeds, model=spec, progress=progress, knobs=knobs)
 
 
-bench_job = model_slot(gpu(_bench_job, duration=600))
+bench_job = model_slot(gpu(_bench_job, duration=lambda pages, levels, seeds, spec, knobs, progress=None:
+                            decode_seconds(knobs, passes=4 * len(pages) * len(levels) * int(seeds))))
 
 
 def _grid_progress(progress):
