@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from mudiff_viz.bench.loadtest import page_pdf
 from mudiff_viz.core.trace import Trace
 from tests.ui_support import ROOT, free_port, make_tiny_twins
 
@@ -29,18 +30,6 @@ psutil = pytest.importorskip("psutil")
 
 CLIENTS, DECODES = 8, 3
 PEAK_RSS_BOUND = 3 * 1024**3  # generous: the measured peak is far below (docs/hardening.md)
-
-
-def page_pdf(client: int, k: int) -> bytes:
-    import pymupdf
-
-    doc = pymupdf.open()
-    page = doc.new_page(width=400, height=160)
-    page.insert_text((20, 40), f"Client {client} page {k}", fontname="helv", fontsize=14)
-    page.insert_text((20, 80), f"load test line for client {client}, request {k}.", fontname="cour", fontsize=10)
-    data = doc.tobytes()
-    doc.close()
-    return data
 
 
 class Sampler(threading.Thread):
