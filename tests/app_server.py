@@ -15,7 +15,7 @@ def main(models_dir: str, port: int) -> None:
     import torch
 
     torch.set_num_threads(1)
-    from mudiff_viz.bench.loadtest import serve
+    from mudiff_viz.ui.serve import serve
 
     serve(port, models_dir)
 

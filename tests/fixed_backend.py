@@ -26,10 +26,12 @@ class FixedContext:
 
 
 class FixedPage:
-    width, height = 100, 100
+    """Tall enough for every row the backend lays out (rows of 10 pixels; a trace's boxes must lie on its page)."""
+
+    width, height = 100, 1000
 
     def info(self) -> dict:
-        return {"width": 100, "height": 100, "source": "fixed", "page_index": 0, "sha256": ""}
+        return {"width": 100, "height": 1000, "source": "fixed", "page_index": 0, "sha256": ""}
 
 
 class FixedBackend(Backend):

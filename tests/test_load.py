@@ -24,7 +24,7 @@ import pytest
 
 from mudiff_viz.bench.loadtest import page_pdf
 from mudiff_viz.core.trace import Trace
-from tests.ui_support import ROOT, free_port, make_tiny_twins
+from tests.ui_support import ROOT, free_port, make_tiny_twins, payload
 
 psutil = pytest.importorskip("psutil")
 
@@ -94,7 +94,7 @@ def decode(client, path: Path, decoder: str, max_tokens: int = 24):
                          steps=8, threshold=0.9, temperature=0.0, strategy="low_confidence_dynamic", seed=0,
                          max_new_tokens=max_tokens, api_name="/decode")
     files = out[-1]["value"] if isinstance(out[-1], dict) else out[-1]
-    return out[0], out[2], files[0]
+    return out[0], payload(out[2]), files[0]
 
 
 def test_eight_clients_each_get_their_own_pages(server, tmp_path):

@@ -14,6 +14,7 @@ from mudiff_viz.probes.bench import summarize
 from mudiff_viz.probes.pairs import GRID, decode_grid, score_grid, shuffle_pages, with_line_truth
 from mudiff_viz.views import shuffle as views
 from tests.ui_support import ROOT, SAMPLE, launched_app, make_tiny_twins
+from tests.ui_support import payload as player_payload
 
 SCAN = ROOT / "assets" / "samples" / "scan-times.jpg"
 
@@ -159,6 +160,7 @@ def test_shuffle_endpoint_returns_four_traces(client):
     out = client.predict(file=handle_file(str(SAMPLE)), page_number=1, level=0.5, seed=2, spec="nano", block_length=8,
                          steps=8, threshold=0.9, max_new_tokens=24, api_name="/shuffle")
     status, payload, table, *diffs, files = (value(x) for x in out)
+    payload = player_payload(payload)  # the app sends it as JSON text
     assert "our reconstruction" in status and "level 0.5, seed 2" in status
     assert payload["layout"] == "grid" and len(payload["panes"]) == 4
     assert all(p["page"]["image"].startswith("data:image/jpeg;base64,") for p in payload["panes"])

@@ -184,6 +184,12 @@ def value(x):
     return x.get("value") if isinstance(x, dict) and x.get("__type__") == "update" else x
 
 
+def payload(x):
+    """The player's payload from an API output (the app sends it as JSON text; an update dict wraps it)."""
+    x = value(x)
+    return json.loads(x) if isinstance(x, str) and x.startswith("{") else x
+
+
 def named(out, names) -> dict:
     """Outputs by name; the player's payload, which the app sends as JSON text, as an object."""
     assert len(out) == len(names), (len(out), names)

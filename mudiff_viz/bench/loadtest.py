@@ -104,27 +104,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(port: int, models_dir: str | None = None) -> None:
-    """The app as ``python app.py`` serves it (optionally on other nano weights), until killed."""
-    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    if models_dir:
-        from models import registry
-
-        registry.NANO_DIR = Path(models_dir)
-    from mudiff_viz.ui.app import build_app, configure_queue, launch_kwargs
-
-    demo = build_app()
-    kwargs = {**launch_kwargs(), "server_name": "127.0.0.1", "server_port": port}
-    configure_queue(demo).launch(prevent_thread_lock=True, quiet=True, **kwargs)
-    print("ready", flush=True)
-    while True:
-        time.sleep(3600)
-
-
 def start_server(models_dir: str | None = None, threads: int = 1) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=str(ROOT), GRADIO_ANALYTICS_ENABLED="False")
-    cmd = [sys.executable, "-c", "import sys; from mudiff_viz.bench.loadtest import serve; "
+    cmd = [sys.executable, "-c", "import sys; from mudiff_viz.ui.serve import serve; "
            "serve(int(sys.argv[1]), sys.argv[2] or None)", str(port), models_dir or ""]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()

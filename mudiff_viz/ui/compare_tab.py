@@ -13,7 +13,7 @@ from mudiff_viz.probes.apply import probe_spec
 from mudiff_viz.probes.replay import page_for_trace
 from mudiff_viz.ui import controls, jobs, models, precheck, results
 from mudiff_viz.ui.common import example_traces, user_errors
-from mudiff_viz.ui.decode_tab import prepare_page
+from mudiff_viz.ui.pagework import prepare_page
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.capacity import DECODE_SLOTS, LIGHT_SLOTS, LIGHT_WORK
 from mudiff_viz.ui.slot import MODEL_WORK

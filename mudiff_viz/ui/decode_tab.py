@@ -8,22 +8,15 @@ from dataclasses import dataclass
 import gradio as gr
 
 from mudiff_viz.decoding.settings import DIFFUSION, KNOB
-from mudiff_viz.probes.apply import ProbeSpec, probe_spec, probed_page
+from mudiff_viz.probes.apply import probe_spec
 from mudiff_viz.ui import controls, jobs, models, pagework, precheck, results
+from mudiff_viz.ui.pagework import prepare_page
 from mudiff_viz.ui.common import file_path, user_errors
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.capacity import DECODE_SLOTS
 from mudiff_viz.ui.slot import MODEL_WORK
 from mudiff_viz.views.labels import counted
 from mudiff_viz.views.page_image import image_data_url
-
-def prepare_page(file, page_number, probes: ProbeSpec):
-    """The page to decode: the previewed page from the cache, with the probes applied."""
-    base = pagework.load(file, page_number)
-    if not probes.active:
-        return base
-    return probed_page(file_path(file), pagework.page_number(page_number) - 1, pagework.DECODE_DPI, probes, base=base)
-
 
 def progress_callback(progress, decoder: str):
     unit = "blocks" if decoder == "diffusion" else "tokens"  # diffusion reports blocks done; AR tokens written

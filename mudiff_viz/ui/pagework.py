@@ -23,7 +23,7 @@ from mudiff_viz.core.errors import ModelLoadError, UserInputError
 from mudiff_viz.core.limits import current as current_limits
 from mudiff_viz.inputs.page import Page
 from mudiff_viz.inputs.pages import load_page, read_source, sniff_kind
-from mudiff_viz.probes.apply import DECODE_DPI, parse_word_list
+from mudiff_viz.probes.apply import DECODE_DPI, ProbeSpec, parse_word_list, probed_page
 from mudiff_viz.probes.perturb import choose_words, page_words, word_at
 from mudiff_viz.probes.replay import file_sha256, find_source
 from mudiff_viz.ui.common import file_path, one_line
@@ -212,3 +212,11 @@ def chosen_word_texts(page: Page, words_text: str | None, limit: int = 8) -> str
     picked = [words[i].text or f"#{i}" for i in (parse_word_list(words_text) or ()) if 0 <= i < len(words)]
     more = f" and {len(picked) - limit} more" if len(picked) > limit else ""
     return ", ".join(repr(w) for w in picked[:limit]) + more
+
+
+def prepare_page(file, number, probes: ProbeSpec) -> Page:
+    """The page to decode: the previewed page from the cache, with the probes applied."""
+    base = load(file, number)
+    if not probes.active:
+        return base
+    return probed_page(file_path(file), page_number(number) - 1, DECODE_DPI, probes, base=base)

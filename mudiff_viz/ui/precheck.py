@@ -19,10 +19,8 @@ from mudiff_viz.ui.common import user_errors
 
 def check_page_and_models(file, page_number, decoders: dict[str, str | None], probes=None) -> None:
     """Raise the decode's own one-line error for a page, probe or model it would refuse."""
-    from mudiff_viz.ui.decode_tab import prepare_page  # the decode's own loader (the page it will decode)
-
     if probes is not None:
-        prepare_page(file, page_number, probes)
+        pagework.prepare_page(file, page_number, probes)  # the decode's own loader (the page it will decode)
     else:
         pagework.load(file, page_number)
     for decoder, spec in decoders.items():
