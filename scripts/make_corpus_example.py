@@ -12,6 +12,7 @@ Then ``corpus run`` with the four decoders of the embedded pair at the given Sem
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import time
@@ -65,9 +66,12 @@ def main() -> None:
     ap.add_argument("--decoders", default="diffusion,ar,self-speculative,speculative")
     ap.add_argument("--stats", help="also write corpus stats here (report.md, tables.json, figures.html)")
     args = ap.parse_args()
-    out = Path(args.out)
-    pdfs = Path(args.pdfs) if args.pdfs else out.parent / "corpus-pdfs"
+    out = Path(args.out).resolve()  # before the chdir below
+    pdfs = Path(args.pdfs).resolve() if args.pdfs else out.parent / "corpus-pdfs"
     paths = write_pdfs(args.pages, pdfs)
+    # sources relative to the repository when they are in it: the store then finds them in any clone
+    paths = [p.resolve().relative_to(ROOT) if p.resolve().is_relative_to(ROOT) else p for p in paths]
+    os.chdir(ROOT)
     from mudiff_viz.cli.main import main as cli
 
     t0 = time.time()
