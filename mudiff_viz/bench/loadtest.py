@@ -19,7 +19,6 @@ The report (JSON) has latency percentiles, errors, mismatches and the RSS timeli
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import socket
 import statistics
@@ -28,7 +27,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -11,7 +11,7 @@ from mudiff_viz.decoding.settings import DIFFUSION, KNOB
 from mudiff_viz.probes.apply import probe_spec
 from mudiff_viz.ui import controls, jobs, models, pagework, precheck, results
 from mudiff_viz.ui.pagework import prepare_page
-from mudiff_viz.ui.common import file_path, user_errors
+from mudiff_viz.ui.common import user_errors
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.capacity import DECODE_SLOTS
 from mudiff_viz.ui.slot import MODEL_WORK
