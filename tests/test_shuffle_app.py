@@ -139,6 +139,45 @@ def test_bench_table_from_rows():
     assert table[1][0] == "AR" and table[1][3].startswith("+30.00") and table[1][4] == "25.00%"
 
 
+def test_the_wrong_token_column_says_one_thing_in_one_way():
+    """Before: "no errors" for a pane without wrong tokens and "0.00%" for one whose wrong tokens
+    were all unsure, in the same column."""
+    headers, rows = views.score_table({("diffusion", "original"): {"cer": 0.0, "error_tokens": 0, "confident_error_tokens": 0},
+                                       ("diffusion", "shuffled"): {"cer": 0.1, "error_tokens": 3, "confident_error_tokens": 0},
+                                       ("ar", "original"): {"cer": 0.1, "error_tokens": 4, "confident_error_tokens": 1}}, 1.0)
+    assert rows[0][5] == "no wrong tokens → 0 of 3 (0.00%)"
+    assert rows[1][5] == "1 of 4 (25.00%) → –"
+
+
+def test_the_shuffle_run_streams_its_status_and_finished_panes(tmp_path_factory, pages, monkeypatch):
+    """The tab's handler, run as Gradio runs it: a status that names each of the four decodes and
+    moves while they run, and the finished panes in the player before the last decode ends."""
+    from models import registry
+    from mudiff_viz.ui import jobs, shuffle_tab
+
+    monkeypatch.setattr(registry, "NANO_DIR", make_tiny_twins(tmp_path_factory.mktemp("grid-models"), max_answer=48))
+    registry._cache.clear()
+    real_ticking = jobs.ticking
+    monkeypatch.setattr(jobs, "ticking", lambda job, interval_s=1.0: real_ticking(job, 0.005))
+    frames, gen = [], shuffle_tab.streamed_grid(pages, "nano", {"block_length": 4, "steps": 4, "max_new_tokens": 48},
+                                                lambda *a, **k: None)
+    try:
+        while True:
+            frames.append(dict(zip(shuffle_tab.OUTPUTS, next(gen))))
+    except StopIteration as stop:
+        traces = stop.value
+    registry._cache.clear()
+    assert list(traces) == list(GRID)
+    statuses = [f["status"] for f in frames]
+    assert len(set(statuses)) >= 4  # it moved
+    for k in (1, 4):
+        assert any(f"Decoding {k} of 4" in s for s in statuses)
+    grids = [f["player"] for f in frames if isinstance(f["player"], dict) and "panes" in f["player"]]
+    counts = [len(g["panes"]) for g in grids]
+    assert counts and counts == sorted(counts) and counts[0] < 4  # panes played before the fourth was done
+    assert all(g.get("layout") != "grid" for g in grids if len(g["panes"]) < 4)
+
+
 # ---- through the launched app -------------------------------------------------------------------
 
 

@@ -129,11 +129,13 @@ def decode_grid(
     specs: dict[str, str],
     params: dict[str, object],
     progress: Progress | None = None,
+    finished: Callable[[Key, Trace], None] | None = None,
 ) -> dict[Key, Trace]:
     """Decode both pages with both decoders (four traces, in GRID order).
 
     ``params`` maps decoder -> decoder parameters (``pipeline.make_params``); ``progress(done, total,
-    what)`` reports each decode's own progress, ``what`` naming the decoder and page.
+    what)`` reports each decode's own progress, ``what`` naming the decoder and page; ``finished(key,
+    trace)`` hears of each trace as it is done (so a viewer can show it before the other three).
     """
 
     out: dict[Key, Trace] = {}
@@ -141,11 +143,15 @@ def decode_grid(
         sp = pages.page(column)
         if column == "shuffled" and pages.shuffled is pages.original:  # level 0: the same page
             out[(decoder, column)] = out[(decoder, "original")]
+            if finished:
+                finished((decoder, column), out[(decoder, column)])
             continue
         what = f"{'AR' if decoder == 'ar' else 'diffusion'} on the {column} page"
         cb = (lambda d, t, w=what: progress(d, t, w)) if progress else None
         trace = decode_page(sp.page, model=specs[decoder], decoder=decoder, params=params[decoder], progress=cb)
         out[(decoder, column)] = with_line_truth(trace, sp.gt_text)
+        if finished:
+            finished((decoder, column), out[(decoder, column)])
     return out
 
 

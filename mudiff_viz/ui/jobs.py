@@ -134,3 +134,44 @@ def streamed(job: Callable[[Snapshot | None], Trace], interval_s: float = FRAME_
     if "error" in outcome:
         raise outcome["error"]
     yield True, outcome["trace"]
+
+
+def ticking(job: Callable[[Callable[[object], None]], object], interval_s: float = 1.0) -> Iterator[tuple[bool, object]]:
+    """Run ``job(report)`` in a worker thread; yield ``(False, latest report)`` every ``interval_s``
+    while it runs (the viewer sees it move even when one unit of work is long), then ``(True, result)``.
+
+    For work that is not one trace (the Shuffle tab's four decodes). If the consumer stops
+    iterating, the job's next ``report`` raises :class:`Cancelled`.
+    """
+    done = threading.Event()
+    cancelled = threading.Event()
+    latest: list = [None]
+    outcome: dict = {}
+
+    def report(state: object) -> None:
+        if cancelled.is_set():
+            raise Cancelled()
+        latest[0] = state
+
+    def work() -> None:
+        try:
+            outcome["result"] = job(report)
+        except Cancelled:
+            LOG.info("work cancelled: the viewer left")
+        except BaseException as exc:  # handed to the consumer's thread
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=work, name="mudiff-work", daemon=True)
+    worker.start()
+    try:
+        while not done.wait(interval_s):
+            yield False, latest[0]
+    finally:
+        if not done.is_set():
+            cancelled.set()
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    yield True, outcome["result"]

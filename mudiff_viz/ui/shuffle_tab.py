@@ -8,7 +8,10 @@ The pages and the four decodes live in :mod:`mudiff_viz.probes.pairs`, the bench
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import gradio as gr
 
@@ -20,7 +23,7 @@ from mudiff_viz.probes.apply import probe_spec
 from mudiff_viz.probes.bench import bench_pages_from_paths, run_shuffle_benchmark, summary_lines, write_outputs
 from mudiff_viz.probes.pairs import DECODERS, ShufflePages, decode_grid, probe_pages, score_grid, shuffle_pages
 from mudiff_viz.probes.replay import file_sha256, find_source
-from mudiff_viz.ui import controls, models, pagework, precheck
+from mudiff_viz.ui import controls, jobs, models, pagework, precheck
 from mudiff_viz.ui.common import file_path, request_dir, safe_stem, sample_paths, user_errors, write_trace
 from mudiff_viz.ui.gpu import ON_ZERO_GPU, decode_seconds, gpu
 from mudiff_viz.ui.player import Player
@@ -59,13 +62,14 @@ def sidecar_text(path: str) -> str | None:
 
 
 @model_slot
-@gpu(duration=lambda pages, spec, knobs, progress=None: decode_seconds(knobs, passes=4))
-def shuffle_job(pages: ShufflePages, spec: str, knobs: dict, progress=None) -> dict:
-    """Both decoders on both pages: four traces keyed (decoder, column)."""
+@gpu(duration=lambda pages, spec, knobs, progress=None, finished=None: decode_seconds(knobs, passes=4))
+def shuffle_job(pages: ShufflePages, spec: str, knobs: dict, progress=None, finished=None) -> dict:
+    """Both decoders on both pages: four traces keyed (decoder, column); ``finished(key, trace)``
+    hears of each as it is done (None on ZeroGPU, where the call is pickled)."""
     for decoder in DECODERS:
         models.check(spec, decoder)
     params = {d: make_params(**knobs) for d in DECODERS}
-    return decode_grid(pages, {d: spec for d in DECODERS}, params, progress)
+    return decode_grid(pages, {d: spec for d in DECODERS}, params, progress, finished)
 
 
 def _bench_job(pages, levels, seeds: int, spec: str, knobs: dict, progress=None):
@@ -78,18 +82,29 @@ bench_job = model_slot(gpu(_bench_job, duration=lambda pages, levels, seeds, spe
                             decode_seconds(knobs, passes=4 * len(pages) * len(levels) * int(seeds))))
 
 
-def _grid_progress(progress):
-    """Progress of the four decodes as one bar: decode k of 4, then its own blocks or tokens."""
-    state = {"k": 0, "what": None}
+@dataclass
+class GridProgress:
+    """What the four decodes have done so far: written by the decoding thread, read every second by
+    the handler, which turns it into the status line and the panes that can already play."""
+    k: int = 0
+    what: str = ""
+    done: int = 0
+    total: int = 0
+    finished: dict = field(default_factory=dict)
+    report: Callable = lambda state: None  # jobs.ticking's report: raises Cancelled once the viewer left
 
-    def cb(done: int, total: int, what: str) -> None:
-        if what != state["what"]:
-            state["what"], state["k"] = what, state["k"] + 1
-        unit = "tokens" if what.startswith("AR") else "blocks"
-        frac = (state["k"] - 1 + done / max(1, total)) / 4
-        progress(frac, desc=f"decode {state['k']} of 4: {what} ({unit} {done}/{total})")
+    def progress(self, done: int, total: int, what: str) -> None:
+        if what != self.what:
+            self.what, self.k = what, self.k + 1
+        self.done, self.total = done, total
+        self.report(self)
 
-    return cb
+    def finish(self, key, trace) -> None:
+        self.finished[key] = trace
+        self.report(self)
+
+    def fraction(self) -> float:
+        return 0.0 if not self.k else (self.k - 1 + self.done / max(1, self.total)) / 4
 
 
 def make_pages(file, page_number, probe: str, level, seed, occlude_fraction, degrade_dpi, blur, noise, jpeg,
@@ -123,9 +138,36 @@ def run_shuffle(file, page_number, level, seed, spec, knobs: dict, probe="shuffl
     progress(0, desc="preparing the control and the probed page")
     pages = make_pages(file, page_number, probe, level, seed, occlude_fraction, degrade_dpi, blur, noise, jpeg, rotate)
     knobs = {"seed": int(seed or 0), **knobs}  # the probe's seed seeds the sampler too (the other knobs: their defaults)
-    progress(0, desc="loading the models and encoding the pages")
-    traces = shuffle_job(pages, spec or "nano", knobs, None if ON_ZERO_GPU else _grid_progress(progress))
+    spec = spec or "nano"
+    if ON_ZERO_GPU:  # one pickled GPU call: no progress crosses it
+        progress(0, desc="decoding four times on the GPU")
+        traces = shuffle_job(pages, spec, knobs)
+    else:
+        traces = yield from streamed_grid(pages, spec, knobs, progress)
     yield ordered(shuffle_outputs(pages, traces, Path(file_path(file)).name), OUTPUTS)
+
+
+def streamed_grid(pages: ShufflePages, spec: str, knobs: dict, progress):
+    """The four decodes in a worker thread; every second a status line that moves and, once a pane is
+    done, the panes done so far in the player; returns the four traces (closing it cancels them)."""
+    state = GridProgress()
+    images = {col: image_data_url(pages.page(col).page.image) for col in ("original", "shuffled")}
+    start, shown = time.monotonic(), 0
+
+    def job(report):
+        state.report = report
+        return shuffle_job(pages, spec, knobs, state.progress, state.finish)
+
+    for done, result in jobs.ticking(job):
+        if done:
+            return result
+        frame = {"status": views.progress_markdown(state.k, state.what, state.done, state.total, len(state.finished),
+                                                   time.monotonic() - start)}
+        if len(state.finished) > shown:
+            shown = len(state.finished)
+            frame["player"] = views.grid_payload(dict(state.finished), images, pages.level, pages.probe)
+        progress(state.fraction(), desc=f"decode {max(1, state.k)} of 4")
+        yield ordered(frame, OUTPUTS)
 
 
 def check_shuffle(file, page_number, level, seed, spec, *rest) -> None:

@@ -35,10 +35,13 @@ def _pct(v: float | None) -> str:
 def grid_payload(traces: dict, images: dict, level: float, probe: str = "shuffle") -> dict:
     """Four panes (diffusion/AR x original/shuffled) on one clock, coloured right vs ground truth.
 
-    ``traces`` and ``images`` map (decoder, column) to a Trace and a page image data URL.
+    ``traces`` and ``images`` map (decoder, column) to a Trace and a page image data URL; while the
+    decodes run, ``traces`` holds the finished ones and the player shows those side by side.
     """
     panes = []
     for decoder, column in GRID:
+        if (decoder, column) not in traces:  # still decoding: the finished panes play meanwhile
+            continue
         p = player_payload(traces[(decoder, column)], image_url=images.get(column),
                            label=f"{decoder_label(decoder)} · {column_name(column, level, probe)}")
         p["short"] = f"{decoder_label(decoder)} {column if column == 'original' else PROBE_NAMES[probe]}"
@@ -46,7 +49,8 @@ def grid_payload(traces: dict, images: dict, level: float, probe: str = "shuffle
         p["dash"] = column == "shuffled"
         panes.append(p)
     out = compare_payload(panes)
-    out["layout"] = "grid"
+    if len(panes) == len(GRID):
+        out["layout"] = "grid"
     out["options"] = {"colourBy": "correct"}
     return out
 
@@ -68,10 +72,14 @@ def score_table(scores: dict, level: float, probe: str = "shuffle") -> tuple[lis
 
 
 def _share(score: dict | None) -> str:
+    """Confidently wrong tokens as "k of n wrong (share)": one wording for every case, so a pane
+    with no wrong tokens and a pane whose wrong tokens were all unsure cannot be mistaken."""
     if not score:
         return "–"
-    share = confident_share(score)
-    return "no errors" if share is None else _pct(share)
+    wrong = score["error_tokens"]
+    if not wrong:
+        return "no wrong tokens"
+    return f"{score['confident_error_tokens']} of {wrong} ({_pct(confident_share(score))})"
 
 
 def confident_share(score: dict | None) -> float | None:
@@ -125,3 +133,14 @@ def bench_table(summary: dict) -> tuple[list[str], list[list[str]]]:
         change = f"{100 * s['cer_change']:+.2f} ({s['from_level']:g} → {s['to_level']:g})"
         rows.append([decoder_label(decoder), *cells, change, _pct(s["confident_error_share"])])
     return headers, rows
+
+
+def progress_markdown(k: int, what: str, done: int, total: int, finished: int, elapsed_s: float) -> str:
+    """The Shuffle tab's status while its four decodes run: which decode, its own counter (named:
+    each decode counts its own blocks or tokens, so the total changes from one decode to the next),
+    how many panes are done and the seconds so far (it moves every second, even inside a long block)."""
+    if not k:
+        return f"Loading the models and encoding the pages… · {elapsed_s:.0f} s"
+    unit = "tokens" if what.startswith("AR") else "blocks"
+    return (f"Decoding {k} of 4: **{what}** ({unit} {done}/{total} of this decode) · "
+            f"{finished} of 4 panes done{', playing below' if finished else ''} · {elapsed_s:.0f} s")
