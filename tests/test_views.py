@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -195,6 +196,19 @@ def test_tables(diffusion, ar):
     assert "<" not in tables.summary_markdown(hostile(diffusion))
     m = diffusion.metrics
     assert f"(prefill {m['prefill_s']:.2f} s)" in tables.summary_markdown(diffusion)  # seconds in two decimals
+
+
+def test_summary_explains_nfe_beside_the_batched_passes(diffusion, ar):
+    """Before: "NFE 69" beside "4 forward passes" with nothing saying why both are right."""
+    m = diffusion.metrics
+    text = tables.summary_markdown(diffusion)
+    assert diffusion.clock_length < m.nfe  # three regions batched
+    assert (f"NFE {m.nfe} (forwards summed over the {len(diffusion.regions)} regions; {m.tokens_per_forward} "
+            f"tokens/forward), run as {diffusion.clock_length} batched forward passes") in text
+    one_region = dataclasses.replace(ar, metrics=dataclasses.replace(ar.metrics, nfe=ar.clock_length))
+    assert f"NFE {ar.clock_length} = {ar.clock_length} forward passes" in tables.summary_markdown(one_region)
+    # the player shows the same prefill as the summary (one source: metrics.prefill_s)
+    assert player_payload(diffusion)["clock"]["prefill_s"] == m.prefill_s
 
 
 def test_trace_recorded_without_steps_still_plays():

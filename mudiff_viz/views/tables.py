@@ -57,7 +57,7 @@ def metric_rows(trace: Trace) -> list[tuple[str, str]]:
         ("model", f"{trace.model.name} ({trace.model.params_m} M params, {trace.model.exec_mode})"),
         ("tokens", _fmt(m.tokens)),
         ("NFE (forwards per sequence)", _fmt(m.nfe)),
-        ("forward passes (shared clock)", _fmt(trace.clock_length)),
+        ("forward passes (shared clock: batched model calls)", _fmt(trace.clock_length)),
         ("tokens per forward", _fmt(m.tokens_per_forward)),
         ("wall time", _fmt(m.wall_s, " s")),
         ("prefill (vision + prompt)", _fmt(m.prefill_s, " s")),
@@ -115,13 +115,24 @@ def diff_segments(hyp: str, ref: str) -> list[tuple[str, str | None]]:
     return merged
 
 
+def forwards_text(trace: Trace) -> str:
+    """NFE and the forward passes in one phrase that says how they relate: NFE counts forwards per
+    sequence (summed over the regions), the player's clock counts batched model calls, so a page of
+    14 lines can show "NFE 102" beside "9 forward passes" and both are right."""
+    m, passes = trace.metrics, trace.clock_length
+    rate = f"{m.tokens_per_forward} tokens/forward"
+    if passes == m.nfe:
+        return f"NFE {m.nfe} = {counted(passes, 'forward pass', 'forward passes')} · {rate}"
+    return (f"NFE {m.nfe} (forwards summed over the {counted(len(trace.regions), 'region')}; {rate}), "
+            f"run as {counted(passes, 'batched forward pass', 'batched forward passes')}")
+
+
 def summary_markdown(trace: Trace) -> str:
     """One line of headline numbers (no model text; the trace's own strings escaped: it may be an upload)."""
     m = trace.metrics
     parts = [
         f"**{decoder_label(trace.decoder)}** · {md_text(trace.model.name)}",
-        counted(len(trace.regions), "region"), counted(m.tokens, "token"), f"NFE {m.nfe}",
-        f"{m.tokens_per_forward} tokens/forward", counted(trace.clock_length, "forward pass", "forward passes"),
+        counted(len(trace.regions), "region"), counted(m.tokens, "token"), forwards_text(trace),
         f"wall {m.wall_s:.2f} s (prefill {m.prefill_s:.2f} s)",
     ]
     if skew_text(trace):
