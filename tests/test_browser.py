@@ -169,3 +169,25 @@ def test_pdf_with_markup_in_its_text_shows_it_as_text(page, tmp_path):
     assert '<img src=x onerror="window.__pwned=2">' in diff and "<sc" in diff and "</scrip" in diff
     assert page.evaluate("window.__pwned") is None
     assert page.locator(".gradio-container img[src='x']").count() == 0
+
+
+def test_a_visible_drop_zone_takes_a_new_page(page, tmp_path):
+    """Before: the bundled sample filled the only upload box, so there was nowhere to drop a file.
+    The empty zone under it is on screen, and a file given to it becomes the page (preview and all)."""
+    import pymupdf
+
+    zone = page.locator("#decode-drop")
+    zone.scroll_into_view_if_needed()
+    assert zone.is_visible() and zone.get_attribute("class") and "mudiff-drop" in zone.get_attribute("class")
+    assert "drop" in zone.inner_text().lower()  # Gradio's empty upload area, not a file row
+    doc = pymupdf.open()
+    pg = doc.new_page(width=400, height=200)
+    pg.insert_text((20, 60), "dropped page", fontname="cour", fontsize=14)
+    path = tmp_path / "dropped-here.pdf"
+    doc.save(str(path))
+    page.set_input_files("#decode-drop input[type=file]", str(path))
+    page.wait_for_function("() => document.querySelector('#decode-page-info').innerText.includes('dropped-here.pdf')",
+                           timeout=30_000)
+    assert "dropped-here.pdf" in page.inner_text("#decode-input").replace("\n", "")  # the page's box holds it now
+    page.wait_for_function("() => !document.querySelector('#decode-drop').innerText.includes('dropped-here')",
+                           timeout=10_000)  # and the zone is empty again, ready for the next one

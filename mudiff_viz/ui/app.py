@@ -41,6 +41,8 @@ CSS = """
 .mudiff-warning { border-left: 4px solid #d55e00; background: rgba(213, 94, 0, .08); padding: 6px 12px; border-radius: 4px; }
 /* slider number boxes wide enough for 4096 */
 .gradio-container input[type="number"] { min-width: 5.2em; }
+/* the drop zone under the page's file box: it looks like a target even when the sample fills the box */
+.mudiff-drop { border: 2px dashed var(--border-color-accent, #7aa6d8) !important; border-radius: 8px; }
 """
 # a failed run (results.shows_failure) ends with its reason in the status line and the player; Gradio's
 # bare "Error" pill on its outputs (results.says_why) would only cover it

@@ -26,6 +26,7 @@ class PagePicker:
     number: gr.Number
     preview: gr.Image
     info: gr.Markdown
+    drop: gr.File | None = None  # an always-empty drop zone: the file box above shows the sample, not a target
 
     @property
     def outputs(self) -> list:
@@ -42,6 +43,8 @@ def page_picker(prefix: str, default: str | None, label: str = "Page (PDF, PNG o
     current column, then the preview in the next one. Call inside a Row."""
     with gr.Column(scale=3, min_width=260):
         file = page_file(prefix, default, label)
+        drop = gr.File(label="Your own page: drop a PDF, PNG or JPEG here, or click to browse", file_types=PAGE_TYPES,
+                       elem_id=f"{prefix}-drop", height=90, elem_classes="mudiff-drop")
         # no minimum or maximum on the component: Gradio would refuse 0 or a too-big number with its own
         # message ("Value 0 is less than minimum value 1"); the preview says which pages exist instead
         number = gr.Number(value=1, precision=0, label="PDF page", interactive=False, elem_id=f"{prefix}-page")
@@ -52,7 +55,7 @@ def page_picker(prefix: str, default: str | None, label: str = "Page (PDF, PNG o
         preview = gr.Image(label="The page that will be decoded", height=preview_height, interactive=False, buttons=[],
                            elem_id=f"{prefix}-preview", type="pil")
         info = gr.Markdown(elem_classes="mudiff-note", elem_id=f"{prefix}-page-info")
-    return PagePicker(file, number, preview, info)
+    return PagePicker(file, number, preview, info, drop)
 
 
 def preview_outputs(file, number, words_text=None, fraction=None, seed=0):
@@ -306,6 +309,9 @@ def wire_picker(picker: PagePicker, perturb: PerturbPanel | None = None) -> None
     # number listens to user input only: the file's own event sets it back to 1 and renders that page,
     # and a change event there would queue a second preview carrying the inputs of that moment.
     quiet = preview_event_kwargs(picker)
+    if picker.drop is not None:  # a dropped file becomes the page (its change event draws the preview); the zone empties
+        picker.drop.upload(lambda f: (f, None), picker.drop, [picker.file, picker.drop], queue=False,
+                           show_progress="hidden", api_visibility="private")
     if perturb is None:
         for event in (picker.file.change, picker.number.input):
             event(preview_outputs, [picker.file, picker.number], picker.outputs, **quiet)
