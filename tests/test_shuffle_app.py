@@ -236,3 +236,32 @@ def test_shuffle_needs_a_page(client):
     with pytest.raises(Exception, match="choose a page first"):
         client.predict(file=None, page_number=1, level=0.5, seed=0, spec="nano", block_length=8, steps=8, threshold=0.9,
                        max_new_tokens=24, api_name="/shuffle")
+
+
+def test_leaving_the_shuffle_run_cancels_its_decodes(tmp_path_factory, pages, monkeypatch, caplog):
+    """Closing the handler's generator (Gradio does when the tab closes) stops the four decodes at
+    their next block: the worker thread ends without finishing them."""
+    import logging
+    import threading
+    import time
+
+    from models import registry
+    from mudiff_viz.ui import jobs, shuffle_tab
+
+    monkeypatch.setattr(registry, "NANO_DIR", make_tiny_twins(tmp_path_factory.mktemp("leave-models"), max_answer=512))
+    registry._cache.clear()
+    real_ticking = jobs.ticking
+    monkeypatch.setattr(jobs, "ticking", lambda job, interval_s=1.0: real_ticking(job, 0.005))
+    finished: list = []
+    real_job = shuffle_tab.shuffle_job
+    monkeypatch.setattr(shuffle_tab, "shuffle_job", lambda *a: real_job(*a[:4], lambda k, t: (finished.append(k), a[4](k, t))))
+    gen = shuffle_tab.streamed_grid(pages, "nano", {"block_length": 2, "steps": 2, "max_new_tokens": 512}, lambda *a, **k: None)
+    with caplog.at_level(logging.INFO, logger="mudiff_viz.ui.jobs"):
+        next(gen)
+        gen.close()
+        deadline = time.monotonic() + 60
+        while any(t.name == "mudiff-work" for t in threading.enumerate()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    registry._cache.clear()
+    assert not any(t.name == "mudiff-work" for t in threading.enumerate())
+    assert "work cancelled" in caplog.text and len(finished) < 4
