@@ -4,6 +4,7 @@ random-weight nano twins, and the launched app's /shuffle and /shuffle_bench end
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -172,6 +173,9 @@ def test_the_shuffle_run_streams_its_status_and_finished_panes(tmp_path_factory,
     assert len(set(statuses)) >= 4  # it moved
     for k in (1, 4):
         assert any(f"Decoding {k} of 4" in s for s in statuses)
+    for s in statuses:  # never "decoding k of 4" beside k panes done
+        m = re.search(r"Decoding (\d) of 4.* (\d) of 4 panes done", s)
+        assert not m or int(m.group(2)) < int(m.group(1)), s
     grids = [f["player"] for f in frames if isinstance(f["player"], dict) and "panes" in f["player"]]
     counts = [len(g["panes"]) for g in grids]
     assert counts and counts == sorted(counts) and counts[0] < 4  # panes played before the fourth was done

@@ -43,8 +43,8 @@ def page_picker(prefix: str, default: str | None, label: str = "Page (PDF, PNG o
     current column, then the preview in the next one. Call inside a Row."""
     with gr.Column(scale=3, min_width=260):
         file = page_file(prefix, default, label)
-        drop = gr.File(label="Your own page: drop a PDF, PNG or JPEG here, or click to browse", file_types=PAGE_TYPES,
-                       elem_id=f"{prefix}-drop", height=90, elem_classes="mudiff-drop")
+        drop = gr.File(label="Your own page (PDF, PNG, JPEG)", file_types=PAGE_TYPES, elem_id=f"{prefix}-drop",
+                       height=120, elem_classes="mudiff-drop")
         # no minimum or maximum on the component: Gradio would refuse 0 or a too-big number with its own
         # message ("Value 0 is less than minimum value 1"); the preview says which pages exist instead
         number = gr.Number(value=1, precision=0, label="PDF page", interactive=False, elem_id=f"{prefix}-page")

@@ -141,6 +141,11 @@ def progress_markdown(k: int, what: str, done: int, total: int, finished: int, e
     how many panes are done and the seconds so far (it moves every second, even inside a long block)."""
     if not k:
         return f"Loading the models and encoding the pages… · {elapsed_s:.0f} s"
+    if finished >= 4:
+        return f"All four decodes done: scoring them and drawing the grid… · {elapsed_s:.0f} s"
+    if finished >= k:  # the next decode has not reported yet: it is encoding its page
+        return (f"Decoding {finished + 1} of 4: starting (encoding its page) · {finished} of 4 panes done, "
+                f"playing below · {elapsed_s:.0f} s")
     unit = "tokens" if what.startswith("AR") else "blocks"
     return (f"Decoding {k} of 4: **{what}** ({unit} {done}/{total} of this decode) · "
             f"{finished} of 4 panes done{', playing below' if finished else ''} · {elapsed_s:.0f} s")
