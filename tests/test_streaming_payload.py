@@ -51,3 +51,25 @@ def test_the_player_reads_text_and_objects():
     assert player.postprocess(None) is None and player.postprocess('{"kind":"message"}') == '{"kind":"message"}'
     assert json.loads(player.postprocess({"kind": "message", "message": "é <script>"})) == {"kind": "message",
                                                                                            "message": "é <script>"}
+
+
+def test_a_long_stretch_without_frames_still_moves_the_status():
+    """Before: the status only changed with a frame, so a long page's prefill (no frame until the first
+    block) left it still for seconds. Now ``streamed`` ticks, and the Decode tab's status counts seconds."""
+    import threading
+
+    from mudiff_viz.ui import jobs, results
+
+    prefill_done = threading.Event()
+
+    def job(snapshot):
+        prefill_done.wait(30)  # "the prefill": no snapshot until the consumer has seen a tick
+        return "the trace"
+
+    out = []
+    for done, got in jobs.streamed(job, tick_s=0.01):
+        out.append((done, got))
+        if not done and got is None:
+            prefill_done.set()
+    assert out[0] == (False, None) and out[-1] == (True, "the trace")
+    assert results.live_status(None, 3.2) == "Decoding… encoding the page (prefill) · 3 s"

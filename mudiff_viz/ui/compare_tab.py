@@ -3,6 +3,7 @@ decoder, played on one clock."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import gradio as gr
@@ -78,19 +79,25 @@ def run_compare(file, page_number, spec_diffusion, spec_ar, third, knobs: dict, 
         yield results.ordered(results.compare_result(traces, image, probes, stream=stream), names)
         return
     done_traces: list[Trace] = []
+    start = time.monotonic()
     for i, (decoder, spec, own) in enumerate(plan):
         who = decoder_label(decoder)
         cb = _progress(progress, who, "blocks" if decoder == "diffusion" else "tokens")
         job = (lambda snap, decoder=decoder, spec=spec, own=own, cb=cb:
                jobs.decode_job(page, spec, decoder, {**knobs, **own}, cb, snap))
         before = "; ".join(f"{decoder_label(t.decoder)} done ({t.n_tokens} tokens)" for t in done_traces)
-        for done, trace in jobs.streamed(job):
+        latest = None
+        for done, trace in jobs.streamed(job, tick_s=1.0):
             if done:
                 done_traces.append(trace)
-            else:
-                yield results.ordered({"player": results.compare_panes([*done_traces, trace], image, partial=i, stream=stream),
-                                       "status": (before + "; " if before else "") + f"{who}: {trace.n_tokens} tokens so far…"},
-                                      names)
+                continue
+            now = (f"{who}: {trace.n_tokens if trace else latest.n_tokens if latest else 0} tokens so far"
+                   f"{'' if trace or latest else ' (encoding the page)'}… · {time.monotonic() - start:.0f} s")
+            frame = {"status": (before + "; " if before else "") + now}
+            if trace is not None:  # a frame, not a tick (a tick only moves the status)
+                latest = trace
+                frame["player"] = results.compare_panes([*done_traces, trace], image, partial=i, stream=stream)
+            yield results.ordered(frame, names)
     yield results.ordered(results.compare_result(done_traces, image, probes, stream=stream), names)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -15,8 +16,9 @@ from mudiff_viz.ui.common import user_errors
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.capacity import DECODE_SLOTS
 from mudiff_viz.ui.slot import MODEL_WORK
-from mudiff_viz.views.labels import counted
 from mudiff_viz.views.page_image import image_data_url
+
+STATUS_TICK_S = 1.0  # the status moves at least this often while a decode runs (a tick inside a long prefill)
 
 def progress_callback(progress, decoder: str):
     unit = "blocks" if decoder == "diffusion" else "tokens"  # diffusion reports blocks done; AR tokens written
@@ -51,13 +53,16 @@ def run_decode(file, page_number, spec, decoder, knobs: dict, occlude_words="", 
     stream = uuid.uuid4().hex[:12]
     progress(0, desc="loading the model and encoding the page (prefill)")
     job = (lambda snap: jobs.decode_job(page, spec, decoder, knobs, progress_callback(progress, decoder), snap))
-    for done, trace in jobs.streamed(job):
+    start, latest = time.monotonic(), None
+    for done, trace in jobs.streamed(job, tick_s=STATUS_TICK_S):
         if done:
             yield results.ordered(results.decode_result(trace, image, probes, stream=stream), names)
-        else:
-            frame = {"player": results.streaming_frame(trace, image, stream),
-                     "status": f"Decoding… {counted(trace.n_tokens, 'token')} so far, {counted(trace.clock_length, 'forward pass', 'forward passes')}"}
-            yield results.ordered(frame, names)
+            continue
+        frame = {"status": results.live_status(trace or latest, time.monotonic() - start)}
+        if trace is not None:  # a frame, not a tick
+            latest = trace
+            frame["player"] = results.streaming_frame(trace, image, stream)
+        yield results.ordered(frame, names)
 
 
 @dataclass

@@ -73,8 +73,11 @@ def compare_job(page, plan: list[tuple[str, str, dict]], knobs: dict) -> list[Tr
 
 
 def streamed(job: Callable[[Snapshot | None], Trace], interval_s: float = FRAME_INTERVAL_S,
-             stream: bool = True) -> Iterator[tuple[bool, Trace]]:
+             stream: bool = True, tick_s: float | None = None) -> Iterator[tuple[bool, Trace | None]]:
     """Run ``job(snapshot)`` and yield ``(False, trace so far)`` frames while it runs, then ``(True, trace)``.
+
+    With ``tick_s``, a stretch of ``tick_s`` seconds without a frame (the prefill of a long page, one
+    long block) yields ``(False, None)``: a tick, so the caller's status can still move.
 
     A frame is built only when the consumer has taken the previous one and ``interval_s`` has
     passed, so a slow browser never makes the decode queue up frames. If the consumer stops
@@ -120,7 +123,11 @@ def streamed(job: Callable[[Snapshot | None], Trace], interval_s: float = FRAME_
     ended = False
     try:
         while True:
-            kind, trace = frames.get()
+            try:
+                kind, trace = frames.get(timeout=tick_s)
+            except queue.Empty:
+                yield False, None
+                continue
             if kind == "end":
                 ended = True
                 break

@@ -20,7 +20,7 @@ from mudiff_viz.ui.common import one_line, request_dir, safe_stem, write_text, w
 from mudiff_viz.views import figures, tables
 from mudiff_viz.views.diffs import diff_html
 from mudiff_viz.views.export import standalone_compare_html, standalone_html_from_payload, trace_title
-from mudiff_viz.views.labels import decoder_label
+from mudiff_viz.views.labels import counted, decoder_label
 from mudiff_viz.views.markdown import md_text
 from mudiff_viz.views.player import compare_payload, player_payload
 from mudiff_viz.views.warnings import decode_warnings
@@ -131,6 +131,15 @@ def page_line(trace: Trace, probes: ProbeSpec | None) -> str:
     if probes is not None and probes.active:
         line += f" · probes: {md_text(probes.describe())}"
     return line
+
+
+def live_status(trace: Trace | None, elapsed_s: float) -> str:
+    """The Decode tab's status while it decodes: the counts of the latest frame (the player shows the
+    same frame) and the seconds since the click, so it moves every second even inside the prefill."""
+    if trace is None:
+        return f"Decoding… encoding the page (prefill) · {elapsed_s:.0f} s"
+    return (f"Decoding… {counted(trace.n_tokens, 'token')} so far, "
+            f"{counted(trace.clock_length, 'forward pass', 'forward passes')} · {elapsed_s:.0f} s")
 
 
 def streaming_frame(trace: Trace, image_url: str | None, stream: str, label: str | None = None) -> dict:
