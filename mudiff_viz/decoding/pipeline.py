@@ -87,7 +87,7 @@ def decode_page(
     if not regions:
         raise UserInputError("no text found on the page")
     batch = backend.batches_regions if batch_regions is None else batch_regions
-    if batch and not backend.batches_regions:
+    if batch and not (backend.batches_regions or backend.can_batch_regions):
         raise UserInputError(f"{backend.name} decodes one region at a time")
     if not batch and len(regions) > 1:
         return decode_sequential(backend, page, regions, run, params, progress, snapshot=snapshot)
