@@ -76,7 +76,7 @@ def test_diffusion_batch_equals_one_region_at_a_time(diffusion_dir, page, fused)
     assert check_invariants(batch) == []
     lengths = [len(r.tokens) for r in batch.regions]
     assert lengths[0] <= 8 < max(lengths), lengths  # a row finished early, another ran on
-    prompt_lens = backend.encode(page, regions(), 8).prompt_len
+    prompt_lens = backend.encode(page, regions(), 8).prompt_lens
     assert len(set(prompt_lens)) == 3  # three different prompt lengths in one batch
     assert decoded(batch) == decoded(alone)
     assert [commit_order(r) for r in batch.regions] == [commit_order(r) for r in alone.regions]
@@ -93,3 +93,42 @@ def test_a_batch_cannot_draft_and_verify(diffusion_dir, page):
                         queries_from=0, n_drafts=0)
     with pytest.raises(ValueError, match="one region at a time"):
         backend.spec_forward(ctx, torch.arange(3), layout)
+
+
+def test_bench_region_batch_reports_the_batch_speedup(diffusion_dir, tmp_path):
+    """``bench --region-batch`` on the tiny checkpoint: a speedup figure, equal tokens, fewer batched
+    forwards for the batch (no timing is asserted)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "rb.json"
+    cmd = [sys.executable, "-m", "mudiff_viz", "bench", "--region-batch", "--model", str(diffusion_dir), "--pages", "1",
+           "--repeats", "1", "--regions", "3", "--threads", "1", "--max-new-tokens", "16", "--block-length", "8",
+           "--steps", "8", "--out", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    entry = result["decoders"]["diffusion"]
+    assert entry["tokens_equal"] is True and entry["batch_speedup"] > 0
+    page = entry["per_page"][0]
+    assert page["regions"] == 3 and page["batch"]["nfe"] == page["one_at_a_time"]["nfe"]
+    assert entry["batched_forwards"]["batch"] < entry["batched_forwards"]["one_at_a_time"]
+    assert "batch speedup" in done.stdout
+
+
+def test_bench_region_batch_refuses_a_model_that_cannot_batch(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.test_real_models import write_ar_checkpoint
+
+    ar = write_ar_checkpoint(tmp_path / "ar")
+    cmd = [sys.executable, "-m", "mudiff_viz", "bench", "--region-batch", "--model", str(ar), "--decoders", "ar",
+           "--pages", "1", "--repeats", "1", "--out", str(tmp_path / "x.json")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode != 0 and "one batch" in done.stderr and "Traceback" not in done.stderr

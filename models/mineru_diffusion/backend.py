@@ -42,13 +42,20 @@ EXEC_MODES = ("eager", "static", "cuda-graphs")
 @dataclass
 class DiffusionContext:
     cache: KVCache | BatchKVCache  # a BatchKVCache when several regions decode as one batch
-    prompt_len: list[int]  # per region
+    prompt_lens: list[int]  # per region
     image_tokens: list[int]
-    image_size: list[tuple[int, int]]
+    image_sizes: list[tuple[int, int]]
 
     @property
     def batched(self) -> bool:
         return isinstance(self.cache, BatchKVCache)
+
+    @property
+    def prompt_len(self) -> int:
+        """The prompt length of a one-region context."""
+        if len(self.prompt_lens) != 1:
+            raise ValueError("a batch has one prompt length per region (prompt_lens)")
+        return self.prompt_lens[0]
 
 
 class MinerUDiffusionBackend(MinerUBackend):
@@ -133,7 +140,7 @@ class MinerUDiffusionBackend(MinerUBackend):
             cache = self.model.prefill(embeds[0], block_length)
         else:
             cache = batch_prefill(self.model, embeds, block_length)
-        return DiffusionContext(cache=cache, prompt_len=lens, image_tokens=n_image, image_size=sizes)
+        return DiffusionContext(cache=cache, prompt_lens=lens, image_tokens=n_image, image_sizes=sizes)
 
     def block_logits(self, ctx: DiffusionContext, block: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         return self._forward(ctx, block, rows, store=False).float()
