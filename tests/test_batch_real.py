@@ -21,7 +21,7 @@ from mudiff_viz.decoding.diffusion import decode_diffusion
 from mudiff_viz.decoding.sequential import decode_sequential
 from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.inputs.pages import load_page
-from tests.test_real_models import _load, write_diffusion_checkpoint
+from tests.test_real_models import _load, write_ar_checkpoint, write_diffusion_checkpoint
 
 torch.set_num_threads(1)
 BOXES = [(0, 0, 200, 60), (0, 40, 120, 120), (20, 0, 200, 120)]  # three sizes: three prompt lengths
@@ -30,6 +30,11 @@ BOXES = [(0, 0, 200, 60), (0, 40, 120, 120), (20, 0, 200, 120)]  # three sizes: 
 @pytest.fixture(scope="module")
 def diffusion_dir(tmp_path_factory) -> Path:
     return write_diffusion_checkpoint(tmp_path_factory.mktemp("mineru-diffusion-tiny"))
+
+
+@pytest.fixture(scope="module")
+def ar_dir(tmp_path_factory) -> Path:
+    return write_ar_checkpoint(tmp_path_factory.mktemp("mineru25-tiny"))
 
 
 @pytest.fixture(scope="module")
@@ -84,18 +89,66 @@ def test_diffusion_batch_equals_one_region_at_a_time(diffusion_dir, page, fused)
     assert batch.metrics["batched_forwards"] < alone.metrics["batched_forwards"]
 
 
-def test_a_batch_cannot_draft_and_verify(diffusion_dir, page):
+@pytest.mark.parametrize("kind", ["diffusion", "ar"])
+def test_a_batch_cannot_draft_and_verify(diffusion_dir, ar_dir, page, kind):
+    """Draft-and-verify stays one row: a batch's context refuses it with a clear error."""
     from models.base import SpecLayout
 
-    backend = _backend(diffusion_dir)
+    backend = _backend(diffusion_dir) if kind == "diffusion" else _ar_backend(ar_dir)
     ctx = backend.encode(page, regions(), 8)
     layout = SpecLayout(clean=torch.zeros(3, 1, dtype=torch.long), n_clean=torch.ones(3, dtype=torch.long),
-                        queries_from=0, n_drafts=0)
+                        queries_from=1, n_drafts=0)
     with pytest.raises(ValueError, match="one region at a time"):
         backend.spec_forward(ctx, torch.arange(3), layout)
 
 
-def test_bench_region_batch_reports_the_batch_speedup(diffusion_dir, tmp_path):
+def _ar_backend(spec: Path, stop_ids=None):
+    from models.mineru25.backend import MinerU25Backend
+
+    return MinerU25Backend(spec, "cpu", exec_mode="eager", stop_ids=stop_ids)
+
+
+def test_mineru25_batch_equals_one_region_at_a_time(ar_dir, page):
+    """Greedy with a no-repeat 1-gram (every token new, so positions and each row's history matter),
+    a stop token that ends some rows early: the batch gives every region's tokens and commit order."""
+    from mudiff_viz.decoding.autoregressive import decode_autoregressive
+
+    params = DecodeParams.from_knobs(max_new_tokens=12, repetition="custom", no_repeat_ngram_size=1)
+    alone = decode_sequential(_ar_backend(ar_dir, frozenset()), page, regions(), decode_autoregressive, params)
+    first, others = decoded(alone)[0], decoded(alone)[1:]
+    stop = next(t for t in first[:6] if any(t not in ids for ids in others))
+    backend = _ar_backend(ar_dir, frozenset({stop}))
+    alone = decode_sequential(backend, page, regions(), decode_autoregressive, params)
+    batch = decode_autoregressive(backend, page, regions(), params)
+    assert check_invariants(batch) == []
+    lengths = [len(r.tokens) for r in batch.regions]
+    assert lengths[0] <= 6 and max(lengths) == 12, lengths
+    assert decoded(batch) == decoded(alone)
+    assert [commit_order(r) for r in batch.regions] == [commit_order(r) for r in alone.regions]
+    assert batch.metrics["nfe"] == alone.metrics["nfe"]
+    assert batch.metrics["batched_forwards"] < alone.metrics["batched_forwards"]
+
+
+def test_mineru25_batch_logits_equal_each_row_alone(ar_dir, page):
+    """Teacher-forced: the batch's logits per row are the row's own, before and after a row drops out."""
+    backend = _ar_backend(ar_dir)
+    with torch.inference_mode():
+        ctx = backend.encode(page, regions())
+        assert len({len(p) for p in ctx.prompt_ids}) == 3
+        own = [backend.encode(page, [r]) for r in regions()]
+        torch.testing.assert_close(ctx.first_logits, torch.cat([c.first_logits for c in own]), atol=1e-4, rtol=1e-4)
+        gen = torch.Generator().manual_seed(1)
+        rows = [0, 1, 2]
+        for step in range(4):
+            if step == 2:
+                rows = [0, 2]  # region 1 finished
+            tokens = torch.randint(0, ctx.first_logits.shape[-1], (len(rows),), generator=gen)
+            got = backend.next_logits(ctx, tokens, torch.tensor(rows))
+            want = torch.cat([backend.next_logits(own[r], tokens[i : i + 1], torch.tensor([0])) for i, r in enumerate(rows)])
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_bench_region_batch_reports_the_batch_speedup(diffusion_dir, ar_dir, tmp_path):
     """``bench --region-batch`` on the tiny checkpoint: a speedup figure, equal tokens, fewer batched
     forwards for the batch (no timing is asserted)."""
     import json
@@ -104,31 +157,17 @@ def test_bench_region_batch_reports_the_batch_speedup(diffusion_dir, tmp_path):
     import sys
 
     out = tmp_path / "rb.json"
-    cmd = [sys.executable, "-m", "mudiff_viz", "bench", "--region-batch", "--model", str(diffusion_dir), "--pages", "1",
+    cmd = [sys.executable, "-m", "mudiff_viz", "bench", "--region-batch", "--model", str(diffusion_dir), "--ar-model", str(ar_dir), "--pages", "1",
            "--repeats", "1", "--regions", "3", "--threads", "1", "--max-new-tokens", "16", "--block-length", "8",
            "--steps", "8", "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
-    entry = result["decoders"]["diffusion"]
-    assert entry["tokens_equal"] is True and entry["batch_speedup"] > 0
-    page = entry["per_page"][0]
-    assert page["regions"] == 3 and page["batch"]["nfe"] == page["one_at_a_time"]["nfe"]
-    assert entry["batched_forwards"]["batch"] < entry["batched_forwards"]["one_at_a_time"]
-    assert "batch speedup" in done.stdout
-
-
-def test_bench_region_batch_refuses_a_model_that_cannot_batch(tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    from tests.test_real_models import write_ar_checkpoint
-
-    ar = write_ar_checkpoint(tmp_path / "ar")
-    cmd = [sys.executable, "-m", "mudiff_viz", "bench", "--region-batch", "--model", str(ar), "--decoders", "ar",
-           "--pages", "1", "--repeats", "1", "--out", str(tmp_path / "x.json")]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert done.returncode != 0 and "one batch" in done.stderr and "Traceback" not in done.stderr
+    assert set(result["decoders"]) == {"diffusion", "ar"}
+    for name, entry in result["decoders"].items():
+        assert entry["tokens_equal"] is True and entry["batch_speedup"] > 0, name
+        page = entry["per_page"][0]
+        assert page["regions"] == 3 and page["batch"]["nfe"] == page["one_at_a_time"]["nfe"], name
+        assert entry["batched_forwards"]["batch"] < entry["batched_forwards"]["one_at_a_time"], name
+    assert done.stdout.count("batch speedup") == 2

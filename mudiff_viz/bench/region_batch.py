@@ -5,7 +5,9 @@ models find them, mudiff_viz/inputs/regions.py: regions of different sizes, as a
 are read with the text prompt by a real backend twice, warm, medians over repeats: as one batch
 (the backend's ``can_batch_regions`` path) and one region at a time (decode_sequential, as the
 release runs). The batch must give the same tokens; ``batch_speedup`` is the one-at-a-time decode
-time over the batch's (prefill excluded, reported separately). Nothing here asserts timings.
+time over the batch's (prefill excluded, reported separately). The batch always runs eagerly; one region at a time runs
+as the backend is set (CUDA graphs on a GPU unless ``MUDIFF_CUDA_GRAPHS=0``). Nothing here asserts
+timings.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from mudiff_viz.decoding.sequential import decode_sequential
 from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.inputs.regions import find_regions
 
-DECODERS = ("diffusion",)  # the decoders whose real backends batch regions
+DECODERS = ("diffusion", "ar")  # the decoders whose real backends batch regions
 MAX_LINES = 3  # lines per text block: blocks of 1-3 lines, so regions of different heights
 
 
@@ -33,15 +35,16 @@ def page_blocks(page, max_regions: int) -> list[Region]:
 
 
 def run_region_batch(model: str, n_pages: int = 2, repeats: int = 2, max_regions: int = 4,
-                     decoders=DECODERS, params: DecodeParams | None = None, log=print) -> dict:
-    """Batch vs one region at a time for each decoder whose backend can batch; see the module doc."""
+                     decoders=DECODERS, params: DecodeParams | None = None, ar_model: str | None = None,
+                     log=print) -> dict:
+    """Batch vs one region at a time for each decoder (the AR one with ``ar_model``); see the module doc."""
     params = params or DecodeParams()
     pages = bench_pages(n_pages)
-    out: dict = {"model": model, "pages": n_pages, "repeats": repeats, "max_regions": max_regions,
+    out: dict = {"model": model, "ar_model": ar_model or model, "pages": n_pages, "repeats": repeats, "max_regions": max_regions,
                  "settings": params.knobs(), "decoders": {}}
     for name in decoders:
         dec = get_decoder(name)
-        backend = load_backend(model, dec.backend_kind)
+        backend = load_backend(ar_model or model if name == "ar" else model, dec.backend_kind)
         if not (backend.batches_regions or backend.can_batch_regions):
             raise UserInputError(f"{backend.name} cannot decode several regions as one batch")
         rows = []

@@ -80,7 +80,7 @@ def _region_batch(args, n: int, repeats: int, params, decoders) -> int:
     if args.decoders == ",".join(DECODERS):  # not named: every decoder whose real backend batches
         decoders = list(region_batch.DECODERS)
     t0 = time.perf_counter()
-    result = region_batch.run_region_batch(args.model, n, repeats, args.regions, decoders, params,
+    result = region_batch.run_region_batch(args.model, n, repeats, args.regions, decoders, params, args.ar_model,
                                            log=lambda m: print(m, file=sys.stderr))
     result["threads"] = args.threads
     result["bench_wall_s"] = time.perf_counter() - t0
