@@ -171,3 +171,49 @@ def test_bench_region_batch_reports_the_batch_speedup(diffusion_dir, ar_dir, tmp
         assert page["regions"] == 3 and page["batch"]["nfe"] == page["one_at_a_time"]["nfe"], name
         assert entry["batched_forwards"]["batch"] < entry["batched_forwards"]["one_at_a_time"], name
     assert done.stdout.count("batch speedup") == 2
+
+
+def test_two_stage_blocks_as_batches_equal_one_block_at_a_time(diffusion_dir, page):
+    """The layout pass's blocks (a picture between them, two token limits) decoded as batches: the
+    trace lists them in reading order with the tokens the one-at-a-time parse gives."""
+    from dataclasses import replace
+
+    from models.mineru_common.layout import parse_layout
+    from models.mineru_common.tasks import layout_region
+    from mudiff_viz.decoding.two_stage import decode_batches
+
+    backend = _backend(diffusion_dir)
+    params = DecodeParams(block_length=8, steps=8, threshold=0.5, max_new_tokens=16)
+    layout_trace = decode_diffusion(backend, page, [layout_region(page.width, page.height)], params)
+    answer = "\n".join(f"<|box_start|>{box}<|box_end|><|ref_start|>{kind}<|ref_end|><|rotate_up|>" for box, kind in [
+        ("050 050 900 300", "title"), ("100 320 300 500", "image"), ("050 500 900 850", "table"),
+        ("050 860 600 990", "text")])
+    blocks = parse_layout(answer, page.width, page.height)
+
+    def params_for(region):
+        return replace(params, max_new_tokens=8 if region.kind == "table" else 16)
+
+    alone = decode_sequential(backend, page, blocks, decode_diffusion, params, before=[layout_trace],
+                              params_for=params_for)
+    batched = decode_batches(page, blocks, lambda regions, own: decode_diffusion(backend, page, regions, own), params,
+                             layout_trace, {"mode": "layout"}, None, params_for)
+    assert check_invariants(batched) == []
+    assert [r.kind for r in batched.regions] == [r.kind for r in alone.regions] == ["layout", "title", "image", "table", "text"]
+    assert [r.bbox for r in batched.regions] == [r.bbox for r in alone.regions]
+    assert decoded(batched) == decoded(alone) and batched.regions[2].tokens == []
+    assert [len(r.tokens) for r in batched.regions[1:]] == [16, 0, 8, 16]
+    assert batched.text == alone.text and batched.params["batched_blocks"] is True
+    assert {s.region for s in batched.steps} == {0, 1, 3, 4}
+    assert batched.metrics["batched_forwards"] < alone.metrics["batched_forwards"]
+
+
+def test_the_pipeline_batches_a_real_models_regions_only_when_asked(diffusion_dir, page):
+    from mudiff_viz.decoding.pipeline import decode_page
+
+    backend = _backend(diffusion_dir)
+    params = DecodeParams(block_length=8, steps=8, threshold=0.5, max_new_tokens=8)
+    for batch in (None, False, True):  # the whole page, one region: the same decode either way
+        trace = decode_page(page, decoder="diffusion", backend=backend, params=params, batch_regions=batch)
+        assert check_invariants(trace) == [] and len(trace.regions) == 1
+    trace = decode_page(page, decoder="diffusion", backend=backend, params=params, mode="layout", batch_regions=True)
+    assert check_invariants(trace) == [] and trace.regions[0].kind == "layout"

@@ -229,7 +229,7 @@ class MinerU25Backend(MinerUBackend):
         clean token); the tokens enter the cache, and :meth:`keep` crops it to the accepted prefix."""
         clean = layout.clean
         if isinstance(ctx, ARBatchContext):
-            raise ValueError("MinerU2.5 verifies drafts one region at a time")
+            raise UserInputError("MinerU2.5 verifies drafts one region at a time (no batch)")
         if clean.shape[0] != 1 or layout.n_drafts or layout.queries_from < 1:
             raise ValueError("MinerU2.5 verifies one region's drafts after clean tokens; it cannot draft")
         if ctx.step is not None:

@@ -32,7 +32,7 @@ from models.mineru_diffusion.model import (
     count_params_m,
     from_state_dict,
 )
-from mudiff_viz.core.errors import ModelLoadError
+from mudiff_viz.core.errors import ModelLoadError, UserInputError
 from mudiff_viz.core.types import Region
 
 DEFAULT_BLOCK_LENGTH = 32  # the release's block length, for callers that do not say
@@ -164,7 +164,7 @@ class MinerUDiffusionBackend(MinerUBackend):
         positions: clean token j at the cache's end + j, the query after ``clean[:j]`` at the position
         it predicts (what a block of one MASK there sees in the block-length-1 decode), drafts after."""
         if ctx.batched:
-            raise ValueError("MinerU-Diffusion drafts and verifies one region at a time")
+            raise UserInputError("MinerU-Diffusion drafts and verifies one region at a time (no batch)")
         _one_row(layout.clean)
         logits = self.model.spec_forward(ctx.cache, layout, self.mask_id)
         return SpecLogits(logits[:, : layout.n_queries].float(), logits[:, layout.n_queries :].float())
