@@ -1,6 +1,6 @@
 """Decode regions one at a time and merge the per-region traces into one Trace.
 
-The real models decode a batch of one (a page or one layout block). Each region then has its own
+The real models decode a batch of one by default (a page or one layout block). Each region then has its own
 clock, times and region index 0; merging puts them on one shared clock, back to back: forward
 indices (``forward``) and times are offset by everything decoded before, region indices by the
 regions before, and the metrics are summed. The result passes ``trace.check_invariants``.
