@@ -196,7 +196,7 @@ def test_two_stage_blocks_as_batches_equal_one_block_at_a_time(diffusion_dir, pa
     alone = decode_sequential(backend, page, blocks, decode_diffusion, params, before=[layout_trace],
                               params_for=params_for)
     batched = decode_batches(page, blocks, lambda regions, own: decode_diffusion(backend, page, regions, own), params,
-                             layout_trace, {"mode": "layout"}, None, params_for)
+                             layout_trace, {"mode": "layout", "batched_blocks": True}, None, params_for)
     assert check_invariants(batched) == []
     assert [r.kind for r in batched.regions] == [r.kind for r in alone.regions] == ["layout", "title", "image", "table", "text"]
     assert [r.bbox for r in batched.regions] == [r.bbox for r in alone.regions]
@@ -217,3 +217,21 @@ def test_the_pipeline_batches_a_real_models_regions_only_when_asked(diffusion_di
         assert check_invariants(trace) == [] and len(trace.regions) == 1
     trace = decode_page(page, decoder="diffusion", backend=backend, params=params, mode="layout", batch_regions=True)
     assert check_invariants(trace) == [] and trace.regions[0].kind == "layout"
+
+
+def test_the_notebook_and_cli_pass_batch_regions_through(diffusion_dir, page, tmp_path):
+    from mudiff_viz.cli.main import main
+    from mudiff_viz.core.trace import Trace
+    from mudiff_viz.notebook.api import decode
+
+    for batch in (True, None):
+        trace = decode(page, model=str(diffusion_dir), mode="layout", batch_regions=batch, max_new_tokens=8,
+                       block_length=8)
+        assert check_invariants(trace) == [] and trace.params["batched_blocks"] is bool(batch)
+    png = tmp_path / "page.png"
+    page.image.save(png)
+    out = tmp_path / "t.json"
+    args = ["decode", str(png), "--model", str(diffusion_dir), "--mode", "layout", "--max-new-tokens", "8",
+            "--block-length", "8", "--steps", "8", "--quiet", "--out", str(out)]
+    assert main(args + ["--batch-regions"]) == 0
+    assert Trace.load(out).params["batched_blocks"] is True

@@ -38,7 +38,8 @@ def decode_two_stage(
     tasks = ["layout"] + [task_of(b) for b in blocks if not b.meta.get("skip")]
     extra = {"mode": "layout", "layout_prompt": layout_prompt, "layout_blocks": len(blocks),
              "layout_continues": [i + 1 for i, b in enumerate(blocks) if b.meta.get("continues")],
-             "task_tokens": {t: pass_params(params, t).max_new_tokens for t in dict.fromkeys(tasks)}}
+             "task_tokens": {t: pass_params(params, t).max_new_tokens for t in dict.fromkeys(tasks)},
+             "batched_blocks": batch}
     if not blocks:
         return merge_traces([layout_trace], extra_params=extra)
     if batch:
@@ -78,7 +79,7 @@ def decode_batches(page, blocks, decode_batch, params, layout_trace: Trace, extr
             parts.append(placeholder(block))
             slot[i] = at
             at += 1
-    return merge_traces(parts, extra_params={**extra, "batched_blocks": True}, truncated=truncated, order=[0, *slot])
+    return merge_traces(parts, extra_params=extra, truncated=truncated, order=[0, *slot])
 
 
 def pass_params(params, task: str):
