@@ -62,20 +62,21 @@ def decoded(trace) -> list[list[int]]:
     return [[t.id for t in r.tokens] for r in trace.regions]
 
 
-def _backend(spec: Path, stop_ids=None) -> MinerUDiffusionBackend:
+def _backend(spec: Path, stop_ids=None, exec_mode: str = "eager") -> MinerUDiffusionBackend:
     loaded = _load(spec, "diffusion")
-    return MinerUDiffusionBackend.from_parts(loaded.model, loaded.text, loaded.images, loaded.spec, "eager", stop_ids)
+    return MinerUDiffusionBackend.from_parts(loaded.model, loaded.text, loaded.images, loaded.spec, exec_mode, stop_ids)
 
 
-@pytest.mark.parametrize("fused", [False, True])
-def test_diffusion_batch_equals_one_region_at_a_time(diffusion_dir, page, fused):
+@pytest.mark.parametrize("fused, exec_mode", [(False, "eager"), (True, "eager"), (False, "static")])
+def test_diffusion_batch_equals_one_region_at_a_time(diffusion_dir, page, fused, exec_mode):
+    """``static``: one region at a time runs the fixed-shape forward the CUDA graphs replay, the batch eagerly."""
     probe = _backend(diffusion_dir, frozenset())  # no stop token: every block decodes
     params = DecodeParams(block_length=8, steps=8, threshold=0.5, max_new_tokens=24, fused=fused)
     alone = decode_sequential(probe, page, regions(), decode_diffusion, params)
     first, others = decoded(alone)[0], decoded(alone)[1:]
     # a stop token region 0 commits in its first block and some other region not: that one runs on
     stop = next(t for t in first[:8] if any(t not in ids[:8] for ids in others))
-    backend = _backend(diffusion_dir, frozenset({stop}))
+    backend = _backend(diffusion_dir, frozenset({stop}), exec_mode)
     alone = decode_sequential(backend, page, regions(), decode_diffusion, params)
     batch = decode_diffusion(backend, page, regions(), params)
     assert check_invariants(batch) == []
@@ -87,6 +88,30 @@ def test_diffusion_batch_equals_one_region_at_a_time(diffusion_dir, page, fused)
     assert [commit_order(r) for r in batch.regions] == [commit_order(r) for r in alone.regions]
     assert batch.metrics["nfe"] == alone.metrics["nfe"]  # forwards per sequence
     assert batch.metrics["batched_forwards"] < alone.metrics["batched_forwards"]
+
+
+def test_diffusion_batch_logits_equal_each_row_alone(diffusion_dir, page):
+    """A denoising forward and a commit per row, then a subset of rows (one sat out, one dropped):
+    the batch's logits are each row's own."""
+    backend = _backend(diffusion_dir)
+    gen = torch.Generator().manual_seed(2)
+    with torch.inference_mode():
+        ctx = backend.encode(page, regions(), 8)
+        own = [backend.encode(page, [r], 8) for r in regions()]
+        one = torch.tensor([0])
+        for rows in ([0, 1, 2], [0, 1, 2], [2, 0], [0, 2]):
+            block = torch.randint(0, backend.cfg.text.vocab_size, (len(rows), 8), generator=gen)
+            block[:, ::2] = backend.mask_id
+            got = backend.block_logits(ctx, block, torch.tensor(rows))
+            want = torch.cat([backend.block_logits(own[r], block[i : i + 1], one) for i, r in enumerate(rows)])
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+            if rows != [2, 0]:  # [2, 0] only denoises (a subset, reordered); the others commit
+                block = block.clone()
+                block[block == backend.mask_id] = 5
+                backend.commit_block(ctx, block, torch.tensor(rows))
+                for i, r in enumerate(rows):
+                    backend.commit_block(own[r], block[i : i + 1], one)
+        assert ctx.cache.alive == [0, 2]
 
 
 @pytest.mark.parametrize("kind", ["diffusion", "ar"])
