@@ -5,8 +5,9 @@ several regions of a page as one batch (models/mineru_diffusion/batch.py).
 ``block_logits`` forwards a block against the cache without storing it; ``commit_block`` stores
 it. One region runs the one-row path (eager, or the static/CUDA-graph forwards); a batch always
 runs eagerly over a left-padded cache with per-row positions and key masks. Draft-and-verify
-(``spec_forward``/``keep``) is one row only. Everything that identifies tokens (mask, image, stop ids) and the prompt format comes from the
-checkpoint's own files. CPU runs in float32, CUDA in bfloat16.
+(``spec_forward``/``keep``) is one row only. Everything that identifies tokens (mask, image, stop
+ids) and the prompt format comes from the checkpoint's own files. CPU runs in float32, CUDA in
+bfloat16.
 """
 
 from __future__ import annotations
