@@ -49,6 +49,7 @@ class Backend:
     # how it decodes
     max_answer: int | None = None  # tokens per region it is built for (None: only the decode limits)
     batches_regions: bool = False  # True: all regions of a page decode as one batch; else one at a time
+    can_batch_regions: bool = False  # True: decodes several regions as one batch when asked (batch_regions=True)
     prefill_follows_block_length: bool = False  # the prompt is prefilled in blocks of the decode's block length
     # the AR repetition rules its own client uses: {set name: {task: RepetitionRules fields}}, the
     # default set first (mudiff_viz/decoding/repetition.py; the ``repetition`` knob's ``auto``)

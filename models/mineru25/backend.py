@@ -10,6 +10,11 @@ Three ways to run the greedy loop, with the same tokens: ``eager`` (transformers
 the CPU default), ``static-cache`` (a preallocated StaticCache) and ``cuda-graphs`` (the static
 cache's one-token step replayed as a CUDA graph: the GPU default, so the AR baseline runs as tuned
 as the diffusion model's graphs; ``MUDIFF_CUDA_GRAPHS=0`` runs both models eagerly).
+
+Several regions decode as one batch on request (``batch_regions=True``), always eagerly: prompts
+are left-padded to the longest with a padding attention mask, each row's M-RoPE positions are
+computed from its own prompt alone (``get_rope_index`` per row) and advanced per row, and rows that
+finish are dropped from the DynamicCache (``batch_select_indices``). Verifying drafts is one row only.
 """
 
 from __future__ import annotations
@@ -58,11 +63,25 @@ class ARContext:
     prompt_ids: list[int] | None = None  # the prompt (the repetition rules look at it, as generate's do)
 
 
+@dataclass
+class ARBatchContext:
+    """Several regions as one batch: a left-padded DynamicCache, one cache row per region still decoding."""
+
+    cache: object  # transformers DynamicCache, rows in ``alive`` order
+    attention: torch.Tensor  # (rows, slots) 1 where a cache slot is a real token of the row
+    lengths: torch.Tensor  # (rows,) each row's own tokens so far (its prompt + answer)
+    rope_delta: torch.Tensor  # (rows,) each row's M-RoPE text offset
+    first_logits: torch.Tensor  # (B, V)
+    prompt_ids: list[list[int]]
+    alive: list[int]  # region index of each cache row
+
+
 class MinerU25Backend(MinerUBackend):
-    """MinerU2.5 through transformers' Qwen2-VL, with our KV-cached loop (one region at a time)."""
+    """MinerU2.5 through transformers' Qwen2-VL, with our KV-cached loop (one region at a time, or a batch on request)."""
 
     kind = "ar"
     client_repetition = CLIENT_REPETITION
+    can_batch_regions = True  # several regions in one batch on request (batches_regions stays False)
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None,
                  exec_mode: str | None = None, stop_ids: frozenset[int] | None = None) -> None:
@@ -95,9 +114,11 @@ class MinerU25Backend(MinerUBackend):
         self._step: StaticStep | None = None
 
     @torch.inference_mode()
-    def encode(self, page, regions: list[Region], block_length: int | None = None) -> ARContext:
-        if len(regions) != 1:
-            raise ValueError("MinerU2.5 decodes one region at a time")
+    def encode(self, page, regions: list[Region], block_length: int | None = None) -> ARContext | ARBatchContext:
+        if not regions:
+            raise ValueError("no regions to decode")
+        if len(regions) > 1:
+            return self._encode_batch(page, regions)
         region = regions[0]
         vision = self.images(self.images.region_image(page.image, region))
         ids = self.text.prompt_ids(region.prompt or TEXT_PROMPT, vision.n_tokens)
@@ -118,7 +139,56 @@ class MinerU25Backend(MinerUBackend):
         return ARContext(cache=out.cache, length=len(ids), rope_delta=delta, first_logits=out.logits[:, -1].float(),
                          step=step, prompt_ids=ids)
 
-    def prompt_tokens(self, ctx: ARContext) -> list[list[int]]:
+    def _encode_batch(self, page, regions: list[Region]) -> ARBatchContext:
+        """Each prompt's positions from its own ``get_rope_index``, then one left-padded prefill."""
+        prompts, positions, deltas, pixels, grids = [], [], [], [], []
+        for region in regions:
+            vision = self.images(self.images.region_image(page.image, region))
+            ids = self.text.prompt_ids(region.prompt or TEXT_PROMPT, vision.n_tokens)
+            one = torch.tensor([ids], device=self.device)
+            grid = vision.grid_thw.to(self.device)
+            kinds = (one == self.text.ids.image_pad).int()
+            pos, delta = self.model.model.get_rope_index(one, mm_token_type_ids=kinds, image_grid_thw=grid)
+            prompts.append(ids)
+            positions.append(pos)
+            deltas.append(delta.view(-1)[0])
+            pixels.append(vision.pixel_values.to(self.device))
+            grids.append(grid)
+        longest = max(len(ids) for ids in prompts)
+        pad_id = prompts[0][0]  # any text token: padding slots are masked out
+        input_ids = torch.full((len(regions), longest), pad_id, dtype=torch.long, device=self.device)
+        attention = torch.zeros(len(regions), longest, dtype=torch.long, device=self.device)
+        pos = torch.ones(3, len(regions), longest, dtype=torch.long, device=self.device)
+        for r, ids in enumerate(prompts):
+            input_ids[r, longest - len(ids):] = torch.tensor(ids, device=self.device)
+            attention[r, longest - len(ids):] = 1
+            pos[:, r, longest - len(ids):] = positions[r][:, 0]
+        out = self.model(input_ids=input_ids, pixel_values=torch.cat(pixels), image_grid_thw=torch.cat(grids),
+                         position_ids=pos, attention_mask=attention, use_cache=True, logits_to_keep=1)
+        lengths = torch.tensor([len(ids) for ids in prompts], device=self.device)
+        return ARBatchContext(cache=out.cache, attention=attention, lengths=lengths, rope_delta=torch.stack(deltas),
+                              first_logits=out.logits[:, -1].float(), prompt_ids=prompts, alive=list(range(len(regions))))
+
+    def _next_logits_batch(self, ctx: ARBatchContext, tokens: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """One token per given row; rows that stopped are dropped from the cache first."""
+        want = rows.tolist()
+        if want != ctx.alive:
+            keep = torch.tensor([ctx.alive.index(r) for r in want], device=self.device)
+            ctx.cache.batch_select_indices(keep)
+            ctx.attention, ctx.lengths, ctx.rope_delta = (t.index_select(0, keep) for t in
+                                                          (ctx.attention, ctx.lengths, ctx.rope_delta))
+            ctx.alive = want
+        pos = (ctx.rope_delta + ctx.lengths).view(1, -1, 1).expand(3, -1, 1)
+        ctx.attention = torch.cat([ctx.attention, torch.ones_like(ctx.attention[:, :1])], 1)
+        ctx.lengths = ctx.lengths + 1
+        out = self.model(input_ids=tokens[:, None], position_ids=pos, attention_mask=ctx.attention, cache=ctx.cache,
+                         use_cache=True)
+        ctx.cache = out.cache
+        return out.logits[:, -1].float()
+
+    def prompt_tokens(self, ctx: ARContext | ARBatchContext) -> list[list[int]]:
+        if isinstance(ctx, ARBatchContext):
+            return [list(ids) for ids in ctx.prompt_ids]
         return [list(ctx.prompt_ids or [])]
 
     def _static_cache(self, prompt_len: int):
@@ -136,7 +206,9 @@ class MinerU25Backend(MinerUBackend):
     def first_logits(self, ctx: ARContext) -> torch.Tensor:
         return ctx.first_logits
 
-    def next_logits(self, ctx: ARContext, tokens: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    def next_logits(self, ctx: ARContext | ARBatchContext, tokens: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        if isinstance(ctx, ARBatchContext):
+            return self._next_logits_batch(ctx, tokens, rows)
         if tokens.shape[0] != 1:
             raise ValueError("MinerU2.5 decodes one region at a time (batch of 1)")
         pos = (ctx.rope_delta + ctx.length).view(1, 1, 1).expand(3, 1, 1).to(self.device)
@@ -156,6 +228,8 @@ class MinerU25Backend(MinerUBackend):
         """Logits after each clean prefix (models/base.py SpecLayout, AR side: the logits at each
         clean token); the tokens enter the cache, and :meth:`keep` crops it to the accepted prefix."""
         clean = layout.clean
+        if isinstance(ctx, ARBatchContext):
+            raise UserInputError("MinerU2.5 verifies drafts one region at a time (no batch)")
         if clean.shape[0] != 1 or layout.n_drafts or layout.queries_from < 1:
             raise ValueError("MinerU2.5 verifies one region's drafts after clean tokens; it cannot draft")
         if ctx.step is not None:

@@ -1,9 +1,13 @@
-"""MinerU-Diffusion behind the diffusion-backend protocol: one region (page or layout block) at a time.
+"""MinerU-Diffusion behind the diffusion-backend protocol: one region (page or layout block), or
+several regions of a page as one batch (models/mineru_diffusion/batch.py).
 
 ``encode`` runs the vision tower, the projector and the block-causal prompt prefill into a KV cache;
 ``block_logits`` forwards a block against the cache without storing it; ``commit_block`` stores
-it. Everything that identifies tokens (mask, image, stop ids) and the prompt format comes from the
-checkpoint's own files. CPU runs in float32, CUDA in bfloat16.
+it. One region runs the one-row path (eager, or the static/CUDA-graph forwards); a batch always
+runs eagerly over a left-padded cache with per-row positions and key masks. Draft-and-verify
+(``spec_forward``/``keep``) is one row only. Everything that identifies tokens (mask, image, stop
+ids) and the prompt format comes from the checkpoint's own files. CPU runs in float32, CUDA in
+bfloat16.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from models.mineru_common.device import dtype_for, graphs_wanted
 from models.mineru_common.imaging import ImagePreprocessor
 from models.mineru_common.tasks import TEXT_PROMPT
 from models.mineru_common.text import ChatText
+from models.mineru_diffusion.batch import BatchKVCache, batch_block_forward, batch_prefill
 from models.mineru_diffusion.graphs import BlockGraphs
 from models.mineru_diffusion.model import (
     KVCache,
@@ -28,7 +33,7 @@ from models.mineru_diffusion.model import (
     count_params_m,
     from_state_dict,
 )
-from mudiff_viz.core.errors import ModelLoadError
+from mudiff_viz.core.errors import ModelLoadError, UserInputError
 from mudiff_viz.core.types import Region
 
 DEFAULT_BLOCK_LENGTH = 32  # the release's block length, for callers that do not say
@@ -37,17 +42,30 @@ EXEC_MODES = ("eager", "static", "cuda-graphs")
 
 @dataclass
 class DiffusionContext:
-    cache: KVCache
-    prompt_len: int
-    image_tokens: int
-    image_size: tuple[int, int]
+    cache: KVCache | BatchKVCache  # a BatchKVCache when several regions decode as one batch
+    prompt_lens: list[int]  # per region
+    image_tokens: list[int]
+    image_sizes: list[tuple[int, int]]
+
+    @property
+    def batched(self) -> bool:
+        return isinstance(self.cache, BatchKVCache)
+
+    @property
+    def prompt_len(self) -> int:
+        """The prompt length of a one-region context."""
+        if len(self.prompt_lens) != 1:
+            raise ValueError("a batch has one prompt length per region (prompt_lens)")
+        return self.prompt_lens[0]
 
 
 class MinerUDiffusionBackend(MinerUBackend):
     """The native MinerU-Diffusion; see models/mineru_diffusion/model.py for the architecture.
-    One region at a time: the pipeline decodes regions sequentially and merges the traces."""
+    By default one region at a time (as the release runs: the pipeline decodes regions sequentially
+    and merges the traces); ``batch_regions=True`` decodes them as one batch."""
 
     kind = "diffusion"
+    can_batch_regions = True  # several regions in one batch on request (batches_regions stays False)
     prefill_follows_block_length = True  # the prompt is prefilled in blocks of the decode's block length
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None) -> None:
@@ -105,29 +123,38 @@ class MinerUDiffusionBackend(MinerUBackend):
 
     @torch.inference_mode()
     def encode(self, page, regions: list[Region], block_length: int | None = None) -> DiffusionContext:
-        if len(regions) != 1:
-            raise ValueError("MinerU-Diffusion decodes one region at a time")
-        region = regions[0]
-        vision = self.images(self.images.region_image(page.image, region))
-        ids = self.text.prompt_ids(region.prompt or TEXT_PROMPT, vision.n_tokens)
-        x = self.model.prompt_embeds(
-            torch.tensor(ids, device=self.device), vision.pixel_values.to(self.device), vision.grid_thw.to(self.device)
-        )
-        cache = self.model.prefill(x, block_length or DEFAULT_BLOCK_LENGTH)
-        return DiffusionContext(cache=cache, prompt_len=len(ids), image_tokens=vision.n_tokens, image_size=vision.size)
+        """Each region's image through the vision tower and projector on its own (their sizes
+        differ), then one prefill: the one-row cache for one region, a left-padded batch for more."""
+        if not regions:
+            raise ValueError("no regions to decode")
+        embeds, lens, n_image, sizes = [], [], [], []
+        for region in regions:
+            vision = self.images(self.images.region_image(page.image, region))
+            ids = self.text.prompt_ids(region.prompt or TEXT_PROMPT, vision.n_tokens)
+            embeds.append(self.model.prompt_embeds(torch.tensor(ids, device=self.device),
+                                                   vision.pixel_values.to(self.device), vision.grid_thw.to(self.device)))
+            lens.append(len(ids))
+            n_image.append(vision.n_tokens)
+            sizes.append(vision.size)
+        block_length = block_length or DEFAULT_BLOCK_LENGTH
+        if len(regions) == 1:
+            cache = self.model.prefill(embeds[0], block_length)
+        else:
+            cache = batch_prefill(self.model, embeds, block_length)
+        return DiffusionContext(cache=cache, prompt_lens=lens, image_tokens=n_image, image_sizes=sizes)
 
     def block_logits(self, ctx: DiffusionContext, block: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        return self._forward(ctx, block, store=False).float()
+        return self._forward(ctx, block, rows, store=False).float()
 
     def commit_block(self, ctx: DiffusionContext, block: torch.Tensor, rows: torch.Tensor) -> None:
-        self._forward(ctx, block, store=True)
+        self._forward(ctx, block, rows, store=True)
 
     def captured_step(self, ctx: DiffusionContext, block: torch.Tensor, rows: torch.Tensor, policy: StepPolicy,
                       step_index: int):
         """The block forward and the policy's step as one CUDA graph (graphs.py); without graphs, the
-        two calls in turn."""
-        _one_row(block)
-        if self.graphs is not None:
+        two calls in turn (so always for a batch)."""
+        if self.graphs is not None and not ctx.batched:
+            _one_row(block)
             return self.graphs.step(ctx.cache, block, policy, step_index)
         return policy(self.block_logits(ctx, block, rows), block == self.mask_id, step_index)
 
@@ -137,6 +164,8 @@ class MinerUDiffusionBackend(MinerUBackend):
         """One forward of [clean ; verify queries ; drafts] (models/base.py: SpecLayout) at plain
         positions: clean token j at the cache's end + j, the query after ``clean[:j]`` at the position
         it predicts (what a block of one MASK there sees in the block-length-1 decode), drafts after."""
+        if ctx.batched:
+            raise UserInputError("MinerU-Diffusion drafts and verifies one region at a time (no batch)")
         _one_row(layout.clean)
         logits = self.model.spec_forward(ctx.cache, layout, self.mask_id)
         return SpecLogits(logits[:, : layout.n_queries].float(), logits[:, layout.n_queries :].float())
@@ -144,8 +173,12 @@ class MinerUDiffusionBackend(MinerUBackend):
     def keep(self, ctx: DiffusionContext, rows: torch.Tensor, n_keep: torch.Tensor) -> None:
         ctx.cache.advance(int(n_keep[0]))
 
-    def _forward(self, ctx: DiffusionContext, block: torch.Tensor, store: bool) -> torch.Tensor | None:
-        """The block forward: through the CUDA graphs when there are any, else the eager path."""
+    def _forward(self, ctx: DiffusionContext, block: torch.Tensor, rows: torch.Tensor,
+                 store: bool) -> torch.Tensor | None:
+        """The block forward: a batch's eager forward, the CUDA graphs when there are any, else the
+        one-row eager path."""
+        if ctx.batched:
+            return batch_block_forward(self.model, ctx.cache, block, rows.tolist(), store)
         _one_row(block)
         if self.graphs is not None:
             return self.graphs.forward(ctx.cache, block, store)

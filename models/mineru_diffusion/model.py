@@ -209,9 +209,10 @@ def sdar_mask(prompt_len: int, gen_len: int, block_length: int, device=None) -> 
 
 
 def rope(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin (N, head_dim) in float32 for integer positions; inv_freq computed here, every call."""
+    """cos, sin (*positions.shape, head_dim) in float32 for integer positions ((N,) one row, (B, N)
+    a batch with positions per row); inv_freq computed here, every call."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim))
-    angles = positions.float()[:, None] * inv_freq[None, :]
+    angles = positions.float()[..., None] * inv_freq
     angles = torch.cat([angles, angles], dim=-1)
     return angles.cos(), angles.sin()
 
@@ -370,11 +371,15 @@ class SDARModel(nn.Module):
         """Hidden states (B, N, H) for input embeddings ``x`` at ``positions``.
 
         Attends to ``cache`` (if any) plus ``x``; ``mask`` is (N, past + N) bool or None (= see all).
-        ``store`` appends this chunk's keys/values to the cache.
+        ``store`` appends this chunk's keys/values to the cache. A batch of rows at their own
+        positions (models/mineru_diffusion/batch.py) passes ``positions`` (B, N) and a mask
+        (B, 1, N, past + N).
         """
         if store and cache is None:
             raise ValueError("store=True needs a cache")
         cos, sin = rope(positions, self.cfg.head_dim, self.cfg.rope_theta)
+        if positions.dim() == 2:  # per-row positions: broadcast over the heads
+            cos, sin = cos[:, None], sin[:, None]
         for i, layer in enumerate(self.layers):
             x = layer(x, cos, sin, cache, i, mask, slots)
         if store:

@@ -38,6 +38,8 @@ def register(sub) -> None:
     d.add_argument("--probe-seed", type=int, default=0, help="seed of --occlude and --degrade")
     add_knob_flags(d)
     add_limit_flags(d)
+    d.add_argument("--batch-regions", action="store_true",
+                   help="a real model: its regions (--mode layout: the detected blocks) as batches, not one at a time")
     d.add_argument("--no-record", action="store_true", help="do not record per-step candidates (faster)")
     d.add_argument("--fused", action="store_true",
                    help="diffusion: no host round trip per denoising step (same result; one CUDA graph per step on GPUs)")
@@ -64,7 +66,7 @@ def cmd_decode(args) -> int:
     trace = decode(args.input, model=args.model, decoder=args.decoder, page=args.page, dpi=args.dpi,
                    layout_prompt=args.layout_prompt, occlude=args.occlude_words or args.occlude, degrade=args.degrade,
                    probe_seed=args.probe_seed, record=not args.no_record, fused=args.fused, limits=limits_from(args),
-                   **knobs)
+                   batch_regions=True if args.batch_regions else None, **knobs)
     size = trace.save(args.out)
     if args.document:
         from models.mineru_common.content import trace_document

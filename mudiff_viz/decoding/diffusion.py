@@ -128,7 +128,7 @@ class FusedSync:
     masks are left is read from a copy one step behind (CUDA) or directly (CPU). On CUDA at most one
     extra step per block runs after the last mask went (it commits and records nothing). Sampling
     draws random numbers per row given, so with several rows a sampling step forwards only the rows
-    with masks, as the eager loop does (the real model decodes one row: no subset needed)."""
+    with masks, as the eager loop does (a one-row decode needs no subset)."""
 
     def __init__(self, run: DecodeRun, policy: BlockScheduler, n_rows: int) -> None:
         device = run.backend.device

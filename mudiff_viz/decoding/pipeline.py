@@ -56,8 +56,10 @@ def decode_page(
     real models); "layout" runs layout detection (asked with ``layout_prompt``, one of the
     release's two wordings), then recognition per detected block. ``batch_regions``: decode all
     regions as one batch (None: what the backend does; False: one region at a time, as the real
-    model runs, merged onto one clock). ``snapshot`` is handed, as the decode goes, functions that
-    build the trace so far (a streamed view calls them when it wants a frame).
+    model runs, merged onto one clock; True for a real model: its regions, or in mode "layout" its
+    detected blocks, as batches; models/base.py ``can_batch_regions``). ``snapshot`` is handed, as
+    the decode goes, functions that build the trace so far (a streamed view calls them when it
+    wants a frame; a batched two-stage parse streams no frames).
 
     A page without a text layer is straightened first (lighting flattened, skew turned back:
     inputs/scan.py); the trace's boxes are on the straightened page and ``page.skew`` maps them
@@ -81,14 +83,15 @@ def decode_page(
     if backend_limits and params.max_new_tokens > min(backend_limits):
         params = replace(params, max_new_tokens=min(backend_limits))
     page = straighten(page)
-    if mode == "layout":
-        return decode_two_stage(backend, page, run, params, progress, layout_prompt=layout_prompt, snapshot=snapshot)
+    if batch_regions and not (backend.batches_regions or backend.can_batch_regions):
+        raise UserInputError(f"{backend.name} decodes one region at a time")
+    if mode == "layout":  # the detected blocks as batches only when asked (batch_regions=True)
+        return decode_two_stage(backend, page, run, params, progress, layout_prompt=layout_prompt, snapshot=snapshot,
+                                batch=bool(batch_regions))
     regions = task_regions(backend, page, params.task) if params.task != "text" else regions_for(backend, page)
     if not regions:
         raise UserInputError("no text found on the page")
     batch = backend.batches_regions if batch_regions is None else batch_regions
-    if batch and not backend.batches_regions:
-        raise UserInputError(f"{backend.name} decodes one region at a time")
     if not batch and len(regions) > 1:
         return decode_sequential(backend, page, regions, run, params, progress, snapshot=snapshot)
     return run(backend, page, regions, params, progress, snapshot=snapshot)

@@ -1,6 +1,6 @@
 """Decode regions one at a time and merge the per-region traces into one Trace.
 
-The real models decode a batch of one (a page or one layout block). Each region then has its own
+The real models decode a batch of one by default (a page or one layout block). Each region then has its own
 clock, times and region index 0; merging puts them on one shared clock, back to back: forward
 indices (``forward``) and times are offset by everything decoded before, region indices by the
 regions before, and the metrics are summed. The result passes ``trace.check_invariants``.
@@ -72,9 +72,12 @@ def placeholder(region) -> RegionRecord:
 
 
 def merge_traces(
-    parts: Sequence[Trace | RegionRecord], extra_params: dict | None = None, truncated: str | None = None
+    parts: Sequence[Trace | RegionRecord], extra_params: dict | None = None, truncated: str | None = None,
+    order: Sequence[int] | None = None,
 ) -> Trace:
-    """One Trace from per-region traces (and undecoded regions), decoded back to back."""
+    """One Trace from per-region traces (and undecoded regions), decoded back to back. ``order``:
+    the merged regions' final order, as indices into them in part order (a part that decoded several
+    regions as one batch holds them together; ``order`` puts each back where it sits on the page)."""
     traces = [p for p in parts if isinstance(p, Trace)]
     first = traces[0]
     regions: list[RegionRecord] = []
@@ -111,6 +114,11 @@ def merge_traces(
             reasons.append(part.metrics["truncated"])
         clock_off += part.clock_length
         time_off += part.metrics.get("wall_s", 0.0)
+    if order is not None:
+        new_of = {old: new for new, old in enumerate(order)}
+        regions = [regions[i] for i in order]
+        steps = [replace(s, region=new_of[s.region]) for s in steps]
+        occluded = [o if o.region is None else replace(o, region=new_of[o.region]) for o in occluded]
     text, gt_text = joined_text(regions)
     metrics = run_metrics(
         regions, int(sums["nfe"] - sums["commit_passes"]), int(sums["commit_passes"]), int(sums["batched_forwards"]),

@@ -40,7 +40,7 @@ class Added:
 # In the order a trace records them, after the knobs and ``record`` (DecodeParams.for_trace) and
 # DecodeParams.extra: decoding/run.py (n_regions), decoding/diffusion.py (prefill_block, loop),
 # decoding/speculative.py (prefill_block), decoding/autoregressive.py (repetition_applied),
-# decoding/two_stage.py (mode, layout_prompt, layout_blocks). tests/test_trace_doc.py checks that a
+# decoding/two_stage.py (mode, layout_prompt, layout_blocks, batched_blocks). tests/test_trace_doc.py checks that a
 # decode records no key missing here.
 PARAMS_ADDED: dict[str, Added] = {
     "n_regions": Added("int", "regions in the trace (layout pass and undecoded regions included)"),
@@ -55,6 +55,8 @@ PARAMS_ADDED: dict[str, Added] = {
     "task_tokens": Added("object", "layout mode: the token limit of each task's passes ({task: tokens})", when_set=True),
     "layout_continues": Added("list[int]", "regions whose text continues the previous block's (<|txt_contd_tgt|>)",
                               when_set=True),
+    "batched_blocks": Added("bool", "layout mode: the detected blocks decoded as batches (true) or one at a time",
+                            when_set=True),
 }
 
 

@@ -78,7 +78,7 @@ def decode(source: Source | Page, *, model: str = "nano", decoder: str = "diffus
            occlude: float | Iterable[int] | str | None = None, degrade: str | dict | None = None,
            probe_seed: int = 0, record: bool = True, fused: bool = False, limits: Limits | None = None,
            progress: ProgressFn | None = None, snapshot: Snapshot | None = None, preset: str | None = None,
-           **knobs: Any) -> Trace:
+           batch_regions: bool | None = None, **knobs: Any) -> Trace:
     """Decode one page into a Trace (every denoising step recorded unless ``record=False``).
 
     ``source``: a path, a bundled sample's name ("courier-short"), file bytes or a PIL image.
@@ -89,13 +89,15 @@ def decode(source: Source | Page, *, model: str = "nano", decoder: str = "diffus
     ``knobs``: block_length, steps, threshold, strategy, temperature, top_k, top_p, seed,
     max_new_tokens (docs/notebook.md); bad values raise the CLI's one-line errors.
     ``preset="release"``: the release's demo settings under the knobs given (as ``--preset release``).
+    ``batch_regions``: None, what the model does; True, a real model's regions (mode "layout": its
+    detected blocks) as batches (docs/real-models.md#several-regions-as-one-batch); False, one at a time.
     """
     limits = limits or current()
     params = make_params(limits, **preset_knobs(preset, check_knobs(knobs), limits.max_new_tokens))  # bad knobs fail before any page or model work
     params.record, params.fused = record, fused
     loaded = load_page(source, page, dpi, occlude, degrade, probe_seed, limits)
     trace = decode_page(loaded, model=model, decoder=decoder, params=params, mode=mode, layout_prompt=layout_prompt,
-                        progress=progress, snapshot=snapshot)
+                        progress=progress, snapshot=snapshot, batch_regions=batch_regions)
     page_images.remember(trace, loaded.image)
     return trace
 
