@@ -55,6 +55,8 @@ PARAMS_ADDED: dict[str, Added] = {
     "task_tokens": Added("object", "layout mode: the token limit of each task's passes ({task: tokens})", when_set=True),
     "layout_continues": Added("list[int]", "regions whose text continues the previous block's (<|txt_contd_tgt|>)",
                               when_set=True),
+    "region_tasks": Added("list[str | null]", "layout mode: per region, the task it was read with (region 0: "
+                          "layout; null: a block shown but not read, a picture)", when_set=True),
 }
 
 
