@@ -121,6 +121,9 @@ def shown(pg) -> dict:
         note: document.querySelector('#player .mp-region-note').textContent,
         header: document.querySelector('#player .mp-header').textContent,
         text: document.querySelector('#player .mp-text').innerText,
+        // where the chosen line starts, from the top of the text box (px)
+        lineAt: (l => l ? l.getBoundingClientRect().top - document.querySelector('#player .mp-text').getBoundingClientRect().top : null)(
+            document.querySelector('#player .mp-line.mp-line-sel')),
     })""")
 
 
@@ -145,6 +148,7 @@ def test_the_region_bar_moves_between_regions(opened, two_stage):
     assert title["clock"].startswith(f"forward {stg[1]['last'] + 1}/") and title["clock"] != layout["clock"]
     assert title["note"].startswith("Block 1 of 4 · title")
     assert len(title["text"]) > len(layout["text"])  # the title's tokens are drawn now, not yet at the layout's end
+    assert 0 <= title["lineAt"] < 20, title["lineAt"]  # its line starts at the top of the text box, in sight
     # a click on a block's box chooses its region
     pg.click("#player rect.mp-block[data-region='2']", force=True)
     text = shown(pg)

@@ -91,15 +91,17 @@ export class StageOverlay {
       this.labelLayer.classList.toggle("mp-pending", !found);
     }
   }
-  showRegion(ri, scroll) {
+  showRegion(ri) {
     // region ri is the selected one: its line and label are marked (its box at the next render)
     this.stageSel = ri;
     this.lineEls.forEach((line, j) => line.classList.toggle("mp-line-sel", j === ri));
     this.blockLabels.forEach((t, j) => { if (t) t.classList.toggle("sel", j === ri); });
     this.lastRegion.fill(-1);
-    if (!scroll || ri < 0) return;
-    // the line's start at the top of the text box (a region's line can be taller than the box, and
-    // lines off screen are laid out at an estimated height: scrolling to its end would miss it)
+  }
+  scrollToRegion(ri) {
+    // after the frame is drawn (the line's tokens shown): the line's start at the top of the text
+    // box (a region's line can be taller than the box: scrolling to its end would miss its start)
+    if (ri < 0) return;
     const b = this.textBox.getBoundingClientRect(), r = this.lineEls[ri].getBoundingClientRect();
     this.textBox.scrollTop += r.top - b.top - 4;
     if (ri !== this.stages.layout) scrollWithin(this.pageBox, this.regionRects[ri]);
@@ -168,9 +170,9 @@ export class RegionNav {
       const t = ev.target.closest ? ev.target.closest(".mp-lineno-link") : null;
       if (t) this.selectRegion(Number(t.parentNode.dataset.region));
     });
-    this.showRegionSel(false);
+    this.showRegionSel();
   }
-  showRegionSel(scroll) {
+  showRegionSel() {
     const pane = this.panes[0], p = pane.m.p, ri = this.regionSel;
     this.regionChips.forEach((c, j) => c.setAttribute("aria-pressed", String(j === ri)));
     this.regionPrev.disabled = ri === 0; // nothing chosen yet: previous goes to the last region, next to the first
@@ -178,7 +180,7 @@ export class RegionNav {
     this.regionNote.textContent = ri < 0
       ? "Choose a region (or click its box on the page, or its line number) to see its own decode."
       : regionSummary(p, ri, this.partial);
-    pane.showRegion(ri, scroll);
+    pane.showRegion(ri);
   }
   selectRegion(ri) {
     // region ri: selected, and the clock on the frame its decode ended (a region not read: the
@@ -188,9 +190,10 @@ export class RegionNav {
     if (!(ri >= 0 && ri < p.regions.length)) return;
     this.regionSel = ri;
     this.pause();
-    this.showRegionSel(true);
+    this.showRegionSel();
     const st = stg.regions[ri], end = st.last != null ? st.last : stg.regions[stg.layout].last;
     this.seekFrame(end != null ? end + 1 : this.s);
+    this.panes[0].scrollToRegion(ri);
   }
   stepRegion(d) {
     if (!this.stageNav) return;
