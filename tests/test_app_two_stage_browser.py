@@ -5,7 +5,8 @@ checkpoint and the layout mode, run; the layout pass is a region of its own on o
 blocks it found, their boxes are drawn on the page image, and the region bar moves between them.
 
 ``MUDIFF_SHOT_DIR`` (a folder): the test also saves screenshots of the result at 1440x1000 and
-390x844 there (two-stage-1440.png, two-stage-390.png)."""
+390x844 there (two-stage-1440.png, two-stage-390.png), and one half way through the layout pass
+(two-stage-1440-layout-pass.png)."""
 
 from __future__ import annotations
 
@@ -111,7 +112,11 @@ def test_the_app_runs_a_two_stage_decode_with_layout_boxes_and_a_player_per_regi
         shots = os.environ.get("MUDIFF_SHOT_DIR")
         if shots:
             save_screenshots(pg, Path(shots))
+        # a preset puts the mode back to page: the task is on again
+        pg.click("#decode-preset-defaults")
+        assert offered(pg, "decode-mode")[:2] == (True, "page") and offered(pg, "decode-task")[0] is True
         # back to the nano pair: the layout mode it cannot run is set back to page, and off
+        choose(pg, "decode-mode", "layout")
         choose(pg, "decode-model", "nano")
         assert offered(pg, "decode-mode")[:2] == (False, "page")
 
@@ -129,4 +134,12 @@ def save_screenshots(pg, folder: Path) -> None:
         pg.eval_on_selector(top, "e => { e.scrollIntoView({block: 'start'}); window.scrollBy(0, e.id ? 0 : -110); }")
         pg.wait_for_timeout(300)
         pg.screenshot(path=str(folder / f"two-stage-{w}.png"))
+    # the layout pass half way: its own decode on screen, the boxes not found yet
+    pg.set_viewport_size({"width": 1440, "height": 1000})
+    pg.click("#player .mp-region-chip[data-region='0']")
+    for _ in range(4):
+        pg.click("#player .mp-btn.step-back")
+    pg.eval_on_selector("#player", "e => e.scrollIntoView({block: 'start'})")
+    pg.wait_for_timeout(300)
+    pg.screenshot(path=str(folder / "two-stage-1440-layout-pass.png"))
     pg.set_viewport_size({"width": 1400, "height": 1000})

@@ -18,6 +18,7 @@ from tests.ui_support import SAMPLE, require_chromium
 require_chromium()
 
 DESKTOP = {"width": 1400, "height": 1000}
+LAYOUT_KNOBS = {"mode": "layout", "block_length": 8, "steps": 8, "max_new_tokens": 8}  # 8 tokens, 8 steps a pass
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +35,11 @@ def two_stage(tmp_path_factory):
     torch.set_num_threads(1)
     ckpt = write_layout_checkpoint(tmp_path_factory.mktemp("mineru-diffusion-layout"))
     page = load_page(str(SAMPLE))
-    trace = decode_page(page, params=make_params(max_new_tokens=8, block_length=8, steps=8, mode="layout"),
-                        backend=load_backend(str(ckpt), "diffusion"))
+    backend = load_backend(str(ckpt), "diffusion")
+    trace = decode_page(page, params=make_params(**LAYOUT_KNOBS), backend=backend)
     plain = decode_page(page, model="nano-char", decoder="diffusion", params=make_params(max_new_tokens=16))
     image = image_data_url(page.image)
-    return trace, player_payload(trace, image_url=image), player_payload(plain, image_url=image)
+    return trace, player_payload(trace, image_url=image), player_payload(plain, image_url=image), backend
 
 
 @pytest.fixture
@@ -65,7 +66,7 @@ def opened(browser, tmp_path):
 
 
 def test_the_payload_records_each_regions_stretch_of_the_clock(two_stage):
-    trace, payload, plain = two_stage
+    trace, payload, plain, _ = two_stage
     stg = payload["stages"]
     assert "stages" not in plain  # a single-stage trace's payload is what it was
     assert [r["kind"] for r in payload["regions"]] == ["layout", "title", "text", "list", "text"]
@@ -92,7 +93,7 @@ def blocks_on_image(pg) -> list[dict]:
 
 
 def test_the_layout_boxes_are_drawn_on_the_page_once_the_layout_pass_has_ended(opened, two_stage):
-    trace, payload, _ = two_stage
+    trace, payload, _, _ = two_stage
     pg = opened(payload)
     boxes = blocks_on_image(pg)
     assert [(b["region"], b["kind"]) for b in boxes] == [(1, "title"), (2, "text"), (3, "list"), (4, "text")]
@@ -128,7 +129,7 @@ def shown(pg) -> dict:
 
 
 def test_the_region_bar_moves_between_regions(opened, two_stage):
-    trace, payload, _ = two_stage
+    trace, payload, _, _ = two_stage
     stg = payload["stages"]["regions"]
     pg = opened(payload)
     chips = pg.eval_on_selector_all("#player .mp-region-chip", "cs => cs.map(c => c.textContent)")
@@ -170,10 +171,36 @@ def test_the_region_bar_moves_between_regions(opened, two_stage):
 
 
 def test_a_single_stage_trace_has_no_region_bar(opened, two_stage):
-    _, _, plain = two_stage
+    _, _, plain, _ = two_stage
     pg = opened(plain)
     assert pg.locator("#player .mp-stages").count() == 0
     assert pg.locator("#player .mp-block, #player .mp-block-label, #player .mp-line-kind").count() == 0
     numbers = pg.eval_on_selector_all("#player .mp-lineno", "ns => ns.map(n => n.textContent)")
     assert numbers == [str(i + 1) for i in range(len(plain["regions"]))]
     assert pg.eval_on_selector_all("#player rect.mp-region", "rs => rs.every(r => /^mp-region rs-\\d$/.test(r.getAttribute('class')))")
+
+
+def test_a_streamed_two_stage_decode_keeps_the_chosen_region(opened, two_stage):
+    """Snapshots of a decode still running (the blocks after the current one not decoded yet) and
+    then the finished result, under one stream id: the region bar is rebuilt and the choice kept."""
+    from mudiff_viz.decoding.pipeline import decode_page, make_params
+    from mudiff_viz.inputs.pages import load_page
+    from mudiff_viz.views.player import player_payload
+
+    _, final, _, backend = two_stage
+    builders = []
+    decode_page(load_page(str(SAMPLE)), params=make_params(**LAYOUT_KNOBS), backend=backend, snapshot=builders.append)
+    snaps = [b() for b in builders]
+    mid = next(s for s in snaps if s.regions[2].tokens and not s.regions[4].tokens)  # the paragraph decoding
+    partial = player_payload(mid, image_url=final["page"]["image"], partial=True, stream="s1")
+    assert partial["stages"]["regions"][4]["last"] is None
+    pg = opened(partial)
+    pg.click("#player .mp-region-chip[data-region='4']")
+    assert "not decoded yet" in shown(pg)["note"]
+    pg.click("#player .mp-region-chip[data-region='1']")
+    kept = pg.evaluate("p => document.getElementById('player').__mudiffPlayer.load(p)", {**final, "stream": "s1"})
+    assert kept is True
+    after = shown(pg)
+    assert after["pressed"] == after["line"] == after["box"] == ["1"]
+    assert pg.locator("#player .mp-stages").count() == 1
+    assert pg.eval_on_selector("#player .mp-region-chip[data-region='4']", "c => c.classList.contains('undecoded')") is False
