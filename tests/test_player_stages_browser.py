@@ -204,3 +204,23 @@ def test_a_streamed_two_stage_decode_keeps_the_chosen_region(opened, two_stage):
     assert after["pressed"] == after["line"] == after["box"] == ["1"]
     assert pg.locator("#player .mp-stages").count() == 1
     assert pg.eval_on_selector("#player .mp-region-chip[data-region='4']", "c => c.classList.contains('undecoded')") is False
+
+
+def test_a_layout_pass_that_finds_no_block_plays_alone(opened, tmp_path):
+    """A random checkpoint's layout answer parses to no block: the trace is the layout pass alone,
+    and the bar says so (nothing to move to)."""
+    from models.registry import load_backend
+    from mudiff_viz.decoding.pipeline import decode_page, make_params
+    from mudiff_viz.inputs.pages import load_page
+    from mudiff_viz.views.player import player_payload
+    from tests.test_real_models import write_diffusion_checkpoint
+
+    backend = load_backend(str(write_diffusion_checkpoint(tmp_path / "random")), "diffusion")
+    trace = decode_page(load_page(str(SAMPLE)), params=make_params(**LAYOUT_KNOBS), backend=backend)
+    assert trace.params["layout_blocks"] == 0 and [r.kind for r in trace.regions] == ["layout"]
+    pg = opened(player_payload(trace))
+    assert pg.inner_text("#player .mp-stages-sub") == "a layout pass that found no block"
+    pg.click("#player .mp-region-next")
+    assert shown(pg)["pressed"] == ["0"] and "It found no block." in shown(pg)["note"]
+    assert pg.is_disabled("#player .mp-region-next") and pg.is_disabled("#player .mp-region-prev")
+    assert pg.locator("#player rect.mp-block").count() == 0

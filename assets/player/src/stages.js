@@ -29,12 +29,12 @@ export function regionSummary(p, ri, partial) {
   }
   const head = `Block ${ri} of ${nBlocks} · ${r.kind}`;
   if (st.last == null) {
-    if (st.task == null) return `${head}: shown, not read (no text is read from a ${r.kind}).`;
+    if (st.task == null) return `${head}: shown, not read (blocks of type ${r.kind} are not recognised, as in MinerU's own client).`;
     return `${head}: ${partial ? "not decoded yet" : "not decoded (the time limit ran out first)"}.`;
   }
-  const task = st.task ? `with the ${st.task} prompt` : "";
+  const task = st.task ? ` with the ${st.task} prompt` : "";
   const tokens = r.n === 1 ? "1 token" : `${r.n} tokens`;
-  return `${head}: its crop of the page read ${task}, ${forwardsText(st.first, st.last)}, ${tokens}` +
+  return `${head}: its crop of the page read${task}, ${forwardsText(st.first, st.last)}, ${tokens}` +
     (st.continues ? "; its text continues the previous block's." : ".");
 }
 
@@ -128,8 +128,8 @@ export class RegionNav {
     const head = el("div", "mp-stages-head");
     const nBlocks = p.regions.length - 1;
     head.appendChild(el("span", "mp-stages-title", "Two-stage parse"));
-    head.appendChild(el("span", "mp-stages-sub",
-      `a layout pass, then ${nBlocks === 1 ? "its 1 block" : `its ${nBlocks} blocks`} read one at a time on the same clock`));
+    head.appendChild(el("span", "mp-stages-sub", nBlocks === 0 ? "a layout pass that found no block"
+      : `a layout pass, then ${nBlocks === 1 ? "its 1 block" : `its ${nBlocks} blocks`} read one at a time on the same clock`));
     const button = (cls, text, label, d) => {
       const b = el("button", "mp-btn " + cls, text);
       b.type = "button";
