@@ -82,3 +82,38 @@ def test_the_release_preset_sits_under_the_knobs_given():
     assert preset_knobs("release", None, max_new_tokens_limit=2048)["max_new_tokens"] == 2048
     with pytest.raises(UserInputError, match="unknown preset 'fast'"):
         preset_knobs("fast")
+
+
+def test_the_nano_pairs_are_offered_page_mode_and_the_text_task_only(tmp_path):
+    """The Decode tab offers each model the modes and tasks it can run and says why the others are
+    off (mudiff_viz/ui/controls.py mode_offer); the decode refuses what the offer turns off."""
+    from mudiff_viz.decoding.pipeline import decode_page, make_params
+    from mudiff_viz.decoding.settings import MODES, TASKS
+    from mudiff_viz.inputs.pages import load_page
+    from mudiff_viz.ui import controls
+    from tests.test_real_models import write_diffusion_checkpoint
+    from tests.ui_support import tiny_twin
+
+    nano_dir = tiny_twin("diffusion", tmp_path / "nano-weights")
+    mineru = write_diffusion_checkpoint(tmp_path / "mineru-diffusion")
+    for spec in ("nano", "nano-char-ar", "nano-subword-diffusion", str(nano_dir)):
+        offer = controls.mode_offer(spec, "layout")
+        assert (offer.modes, offer.tasks) == (("page",), ("text",)), spec
+        mode, task = controls.offer_props(offer, "layout", "table")
+        assert mode == {"interactive": False, "value": "page", "info": controls.NANO_NOTE}
+        assert task == {"interactive": False, "value": "text", "info": controls.NANO_TASK_NOTE}
+    assert "no layout pass" in controls.NANO_NOTE and "table, formula" in controls.NANO_NOTE
+    page = load_page(str(SAMPLE))
+    for knobs in ({"mode": "layout"}, {"task": "table"}):  # what the note says is off is refused by the decode too
+        with pytest.raises(UserInputError, match="layout prompt|reads text only"):
+            decode_page(page, model=str(nano_dir), params=make_params(**knobs))
+    # a MinerU model: every mode and task; in layout mode the task is off (its value kept) and says why
+    assert controls.mode_offer(str(mineru), "page") == controls.ModeOffer(MODES, TASKS, True)
+    mode, task = controls.offer_props(controls.mode_offer(str(mineru), "page"), "page", "table")
+    assert mode["interactive"] and task == {"interactive": True, "value": "table", "info": KNOB["task"].help}
+    mode, task = controls.offer_props(controls.mode_offer(str(mineru), "layout"), "layout", "table")
+    assert mode == {"interactive": True, "value": "layout", "info": KNOB["mode"].help}
+    assert task == {"interactive": False, "value": "table", "info": controls.LAYOUT_TASK_NOTE}
+    # a real model's "not set up" entry, a hub id, a missing path: offered everything (a run says why not)
+    for spec in ("setup:mineru2.5", "opendatalab/MinerU2.5-2509-1.2B", str(tmp_path / "nowhere")):
+        assert controls.mode_offer(spec).modes == MODES

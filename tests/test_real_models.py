@@ -87,9 +87,10 @@ TEXT = {  # tiny SDAR: GQA 4 heads / 2 KV heads
 # ---- checkpoint writers ----------------------------------------------------------------------------
 
 
-def write_tokenizer_files(out: Path) -> dict[str, int]:
-    """A byte-level BPE tokenizer.json + tokenizer_config.json + chat_template.jinja; returns special ids."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+def write_tokenizer_files(out: Path, extra_tokens: tuple[str, ...] = ()) -> dict[str, int]:
+    """A byte-level BPE tokenizer.json + tokenizer_config.json + chat_template.jinja; returns special
+    ids (and each of ``extra_tokens``' ids: added, not special, after the trained vocabulary)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -106,6 +107,8 @@ def write_tokenizer_files(out: Path) -> dict[str, int]:
         "Layout Analysis: table title text",
     ] * 20
     tok.train_from_iterator(corpus, trainer)
+    if extra_tokens:
+        tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in extra_tokens])
     tok.save(str(out / "tokenizer.json"))
     ids = {s: tok.token_to_id(s) for s in SPECIALS}
     (out / "tokenizer_config.json").write_text(
@@ -134,6 +137,7 @@ def write_tokenizer_files(out: Path) -> dict[str, int]:
         )
     )
     ids["vocab"] = tok.get_vocab_size()
+    ids.update({t: tok.token_to_id(t) for t in extra_tokens})
     return ids
 
 
@@ -215,9 +219,11 @@ def write_shards(out: Path, state: dict[str, torch.Tensor], n: int = 2) -> None:
     )
 
 
-def write_diffusion_checkpoint(out: Path, state_edit=None) -> Path:
+def write_diffusion_checkpoint(out: Path, state_edit=None, extra_tokens: tuple[str, ...] = ()) -> Path:
+    """A tiny random MinerU-Diffusion checkpoint; ``state_edit(state, ids)`` may change its tensors
+    (``ids``: the special tokens' and ``extra_tokens``' ids)."""
     out.mkdir(parents=True, exist_ok=True)
-    ids = write_tokenizer_files(out)
+    ids = write_tokenizer_files(out, extra_tokens)
     config = {
         "architectures": ["MinerUDiffusionForConditionalGeneration"],
         "auto_map": {
@@ -245,9 +251,40 @@ def write_diffusion_checkpoint(out: Path, state_edit=None) -> Path:
     (out / "config.json").write_text(json.dumps(config, indent=2))
     state = diffusion_state(ids["vocab"], torch.Generator().manual_seed(0))
     if state_edit:
-        state_edit(state)
+        state_edit(state, ids)
     write_shards(out, state)
     return out
+
+
+# The scripted layout answer of write_layout_checkpoint (0-1000 units over the page).
+LAYOUT_ANSWER = (  # the bundled courier-short.pdf's title, paragraph, bullet list and last line
+    "<|box_start|>105 082 250 115<|box_end|><|ref_start|>title<|ref_end|><|rotate_up|>\n"
+    "<|box_start|>105 120 885 208<|box_end|><|ref_start|>text<|ref_end|><|rotate_up|>\n"
+    "<|box_start|>105 210 885 380<|box_end|><|ref_start|>list<|ref_end|><|rotate_up|>\n"
+    "<|box_start|>105 383 885 432<|box_end|><|ref_start|>text<|ref_end|><|rotate_up|>\n"
+)
+
+
+def write_layout_checkpoint(out: Path, answer: str = LAYOUT_ANSWER, logit: float = 6.0) -> Path:
+    """A tiny MinerU-Diffusion checkpoint whose layout answer is known, so that a two-stage parse
+    finds real blocks: every layer's output projections are zero (attention and MLP add nothing),
+    so a masked position's last hidden state is the MASK embedding whatever the page, and the head
+    maps that state to one added token whose text is ``answer`` (at ``logit`` above the rest: a
+    confidence under the release's 0.95 threshold, so each pass takes several denoising steps).
+    The layout parse of any run of that token is ``answer``'s blocks (repeats are near-duplicates);
+    the recognition passes read the same token."""
+
+    def scripted(state, ids):
+        for key in state:
+            if key.endswith(("self_attn.o_proj.weight", "mlp.down_proj.weight")) and key.startswith("language_model"):
+                state[key].zero_()
+        e = state["language_model.model.embed_tokens.weight"][ids["<|MASK|>"]].float()
+        h = state["language_model.model.norm.weight"].float() * e * torch.rsqrt(e.pow(2).mean() + TEXT["rms_norm_eps"])
+        head = state["language_model.lm_head.weight"]
+        rest = (head.float() @ h).max()
+        head[ids[answer]] = ((rest + logit) * h / h.dot(h)).to(head.dtype)
+
+    return write_diffusion_checkpoint(out, scripted, extra_tokens=(answer,))
 
 
 def write_ar_checkpoint(out: Path) -> Path:
@@ -569,7 +606,7 @@ def test_pickle_only_checkpoint_is_refused(diffusion_dir, tmp_path):
 
 
 def test_strict_load_names_offending_keys(tmp_path):
-    def edit(state):
+    def edit(state, ids):
         del state["language_model.model.layers.1.self_attn.q_norm.weight"]
         state["vision_model.merger.mlp.0.weight"] = torch.zeros(4, 4, dtype=torch.bfloat16)
 
@@ -865,7 +902,7 @@ def test_a_mask_predicting_head_gives_one_trace_on_the_tiny_checkpoint(tmp_path,
     from models.mineru_diffusion.graphs import BlockGraphs
     from tests.test_fused import timeless
 
-    def mask_heavy(state):
+    def mask_heavy(state, ids):
         head = state["language_model.lm_head.weight"]
         head[SPECIALS.index("<|MASK|>")] = -head.sum(0)  # measured: MASK wins everywhere until the limit
 

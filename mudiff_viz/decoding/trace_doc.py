@@ -57,6 +57,8 @@ PARAMS_ADDED: dict[str, Added] = {
                               when_set=True),
     "batched_blocks": Added("bool", "layout mode: the detected blocks decoded as batches (true) or one at a time",
                             when_set=True),
+    "region_tasks": Added("list[str | null]", "layout mode: per region, the task it was read with (region 0: "
+                          "layout; null: a block shown but not read, a picture)", when_set=True),
 }
 
 

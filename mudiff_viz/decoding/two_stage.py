@@ -35,11 +35,13 @@ def decode_two_stage(
     layout_trace = decode(backend, page, [backend.layout_region(page, layout_prompt)], pass_params(params, "layout"),
                           None)
     blocks = backend.parse_layout(layout_trace.regions[0].text, page)
-    tasks = ["layout"] + [task_of(b) for b in blocks if not b.meta.get("skip")]
+    region_tasks = ["layout"] + [None if b.meta.get("skip") else task_of(b) for b in blocks]
+    tasks = [t for t in region_tasks if t is not None]
     extra = {"mode": "layout", "layout_prompt": layout_prompt, "layout_blocks": len(blocks),
              "layout_continues": [i + 1 for i, b in enumerate(blocks) if b.meta.get("continues")],
              "task_tokens": {t: pass_params(params, t).max_new_tokens for t in dict.fromkeys(tasks)},
-             "batched_blocks": batch}
+             "batched_blocks": batch,
+             "region_tasks": region_tasks}
     if not blocks:
         return merge_traces([layout_trace], extra_params=extra)
     if batch:

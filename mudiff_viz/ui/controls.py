@@ -9,12 +9,15 @@ import inspect
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import gradio as gr
 
+from models import registry
+from mudiff_viz.core.errors import ModelLoadError
 from mudiff_viz.core.limits import current as current_limits
-from mudiff_viz.decoding.settings import DIFFUSION, KNOB, KNOBS, Knob, preset_knobs
-from mudiff_viz.ui import pagework
+from mudiff_viz.decoding.settings import DIFFUSION, KNOB, KNOBS, MODES, TASKS, Knob, preset_knobs
+from mudiff_viz.ui import models, pagework
 from mudiff_viz.ui.common import PAGE_TYPES, sample_paths
 
 
@@ -244,6 +247,75 @@ def every_knob(knobs: Knobs) -> gr.Group:
             _rows_of_two(knobs, [k.name for k in advanced])
     preset_buttons(knobs)
     return group
+
+
+# ---- which modes and tasks a model can run ---------------------------------------------------------
+
+NANO_KINDS = ("nano", "nano_char")  # the registry's model types of the embedded pairs
+NANO_NOTE = ("Off for the nano pairs: they read text lines, with no layout pass and no table, formula or "
+             "layout prompt (the MinerU models offer every mode and task).")
+NANO_TASK_NOTE = "Off for the nano pairs: they read text only."
+LAYOUT_TASK_NOTE = "Off in layout mode: each block is read with its own type's prompt (the task is page mode's)."
+
+
+@dataclass(frozen=True)
+class ModeOffer:
+    """The modes and tasks the Decode tab offers for one model, and in words why the others are off."""
+
+    modes: tuple[str, ...]
+    tasks: tuple[str, ...]
+    task_applies: bool  # page mode reads the page with the task's prompt; layout mode picks a prompt per block
+    mode_note: str = ""
+    task_note: str = ""
+
+
+def reads_text_only(spec: str) -> bool:
+    """Whether ``spec`` is a nano pair (an embedded family's name, or a directory of nano weights),
+    told from its name or its config.json without loading anything. A real model, a hub id or a
+    path that is not a model: False (a run then says what is wrong, in one line)."""
+    if models.family_of(spec) is not None:
+        return True
+    path = Path(spec).expanduser()
+    if not path.is_dir():
+        return False
+    try:
+        return registry.model_kind(path) in NANO_KINDS
+    except ModelLoadError:
+        return False
+
+
+def mode_offer(spec: str | None, mode: str = "page") -> ModeOffer:
+    """What makes sense for the chosen model: the nano pairs run page mode with the text prompt
+    only (they were never taught a layout pass or other prompts); the MinerU models run every mode
+    and task, the task mattering in page mode only."""
+    if reads_text_only(spec or "nano"):
+        return ModeOffer(("page",), ("text",), True, NANO_NOTE, NANO_TASK_NOTE)
+    layout = mode == "layout"
+    return ModeOffer(MODES, TASKS, not layout, "", LAYOUT_TASK_NOTE if layout else "")
+
+
+def offer_props(offer: ModeOffer, mode: str, task: str) -> tuple[dict, dict]:
+    """The mode and task controls' properties under an offer: a choice that is off is not
+    interactive and its info line says why; a value the model cannot run falls back to one it can."""
+    def props(name: str, choices: tuple[str, ...], open_: bool, value: str, note: str) -> dict:
+        return {"interactive": open_ and len(choices) > 1, "value": value if value in choices else choices[0],
+                "info": note or KNOB[name].help}
+
+    return (props("mode", offer.modes, True, mode, offer.mode_note),
+            props("task", offer.tasks, offer.task_applies, task, offer.task_note))
+
+
+def mode_updates(spec: str | None, mode: str, task: str) -> tuple:
+    """Wired to the model picker and the mode control: the two controls' updates."""
+    mode_props, task_props = offer_props(mode_offer(spec, mode), mode, task)
+    return gr.update(**mode_props), gr.update(**task_props)
+
+
+def offer_modes(knobs: Knobs, spec: str | None) -> None:
+    """The first model's offer, set on the controls before the app is served (no event needed)."""
+    for name, props in zip(("mode", "task"), offer_props(mode_offer(spec), KNOB["mode"].default, KNOB["task"].default)):
+        for key, value in props.items():
+            setattr(knobs[name], key, value)
 
 
 PERTURB_HELP = ("Probes: change the page before decoding and see what each decoder leans on. **Occlusion** blanks "

@@ -122,6 +122,11 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> DecodeTa
             fig_tpf = gr.Plot(show_label=False, elem_id="decode-fig-tpf", visible=False)
 
     controls.wire_picker(picker, perturb)
+    # the modes and tasks that make sense for the chosen model (the nano pairs: page and text), and why
+    offer = [knobs["mode"], knobs["task"]]
+    controls.offer_modes(knobs, model.value)
+    for event in (model.change, knobs["mode"].change):  # a preset button changes the mode too
+        event(controls.mode_updates, [model, *offer], offer, queue=False, api_visibility="private")
     shared = [n for n in knobs.names() if KNOB[n].decoders != (DIFFUSION,)]  # the group hides diffusion's own
     decoder.change(lambda d: [gr.update(visible=d == DIFFUSION), *controls.knob_visibility(knobs, d, shared)], decoder,
                    [diffusion_group, *knobs.values(shared)], queue=False, api_visibility="private")

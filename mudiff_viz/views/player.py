@@ -285,6 +285,38 @@ def default_label(trace: Trace) -> str:
     return f"{'AR' if trace.is_autoregressive else trace.decoder} · {who}"
 
 
+def stages(trace: Trace) -> dict | None:
+    """A two-stage parse (mode "layout": region 0 is the layout pass, then one region per block it
+    found): per region the first and last forward of its own decode on the shared clock (None: not
+    decoded, a picture or past the time limit), the task it was read with and whether its text
+    continues the previous block's. The player draws the blocks' boxes once the layout pass has
+    ended and moves between the regions. None for any other trace: its payload has no "stages"."""
+    regions = trace.regions
+    if trace.params.get("mode") != "layout" or not regions or regions[0].kind != "layout":
+        return None
+    first: list[int | None] = [None] * len(regions)
+    last: list[int | None] = [None] * len(regions)
+
+    def seen(ri: int, k: int) -> None:
+        first[ri] = k if first[ri] is None else min(first[ri], k)
+        last[ri] = k if last[ri] is None else max(last[ri], k)
+
+    for s in trace.steps:
+        seen(s.region, s.forward)
+    for ri, r in enumerate(regions):
+        for t in r.tokens:
+            if t.commit_forward >= 0:
+                seen(ri, t.commit_forward)
+    tasks = list(trace.params.get("region_tasks") or [])
+    continues = set(trace.params.get("layout_continues") or [])
+    return {
+        "layout": 0,
+        "prompt": trace.params.get("layout_prompt"),
+        "regions": [{"first": first[i], "last": last[i], "task": tasks[i] if i < len(tasks) else None,
+                     "continues": i in continues} for i in range(len(regions))],
+    }
+
+
 def player_payload(trace: Trace, image_url: str | None = None, label: str | None = None,
                    partial: bool = False, stream: str | None = None) -> dict:
     """Everything the player needs for one trace (JSON-serialisable, model text as plain strings).
@@ -293,6 +325,7 @@ def player_payload(trace: Trace, image_url: str | None = None, label: str | None
     same ``stream`` id, and the player keeps its place when they arrive)."""
     check_clock(trace)
     sl = slots(trace, partial)
+    two_stage = stages(trace)
     n = trace.clock_length
     m = trace.metrics
     threshold = None if trace.is_autoregressive else trace.params.get("threshold")
@@ -342,6 +375,7 @@ def player_payload(trace: Trace, image_url: str | None = None, label: str | None
         "slots": sl["table"],
         "entries": entries(trace, sl["index"]),
         "series": series(trace),
+        **({"stages": two_stage} if two_stage else {}),
     }
 
 

@@ -131,6 +131,7 @@ export class Clock {
     }
     if (label !== this._label) { this.clockLabel.textContent = label; this._label = label; }
     this.charts.update();
+    if (this.stageNav) this.renderRegionNav();
     const T = Math.max(1e-9, this.maxTime());
     this.stripCursors.forEach((c, i) => {
       const x = (1000 * (this.clock === "wall" ? this.t : this.models[i].timeOfFrame(this.frameOf(this.models[i]))) / T).toFixed(1);

@@ -80,5 +80,6 @@ export class Input {
     else if (ev.key === "Home") { ev.preventDefault(); this.pause(); this.seekFrame(0); }
     else if (ev.key === "End") { ev.preventDefault(); this.pause(); this.seekFrame(this.maxFrame()); }
     else if (ev.key === "Escape") this.unpin();
+    else if ((ev.key === "[" || ev.key === "]") && this.stageNav) { ev.preventDefault(); this.stepRegion(ev.key === "]" ? 1 : -1); }
   }
 }

@@ -98,6 +98,7 @@ export class PageOverlay {
     this.stack = stack;
     this.img = stack.querySelector("img");
     this.pageSize = [W, H];
+    if (p.stages) this.drawStages(); // a two-stage parse: the blocks' boxes labelled and linked (stages.js)
     stack.appendChild(svg);
     this.pageBox.appendChild(stack);
     this.setView(this.player.opts.pageView);
@@ -109,7 +110,10 @@ export class PageOverlay {
   }
   textExtent() {
     // the union of the region boxes with a margin: short pages do not waste the panel on blank paper
-    const [W, H] = this.pageSize, rs = this.m.p.regions;
+    const [W, H] = this.pageSize, p = this.m.p;
+    // a two-stage parse: the blocks' extent (the layout pass's region is the whole page)
+    const blocks = p.stages ? p.regions.filter((r, ri) => ri !== p.stages.layout) : [];
+    const rs = blocks.length ? blocks : p.regions;
     if (!rs.length) return [0, 0, W, H];
     let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
     const map = this.toUpload ? this.toUpload.point : (x, y) => [x, y];

@@ -6,6 +6,7 @@ import { MASK_GLYPH, FILLER_GLYPH, SPECIAL, EOS_MARK, displayToken } from "./for
 import { TokenText } from "./tokens.js";
 import { PageOverlay } from "./page.js";
 import { PaneHeader } from "./header.js";
+import { StageOverlay } from "./stages.js";
 
 // "verdict" colour mode: the ramp index of a committed token's verdict (none, drafted, accepted,
 // rejected, discarded, bonus): accepted drafts one end, the verifier's corrections the other
@@ -67,6 +68,7 @@ export class Pane {
     body.appendChild(this.pageBox);
     body.appendChild(this.textBox);
     this.root.appendChild(body);
+    this.stages = null; // a two-stage parse's stages (set by drawStages)
     this.buildText();
     this.buildPage();
     this.lastKey = new Float64Array(model.n).fill(-1);
@@ -176,12 +178,14 @@ export class Pane {
       if (active.has(ri)) state = 2;
       else if (r.n > 0 && m.commit[lastSlot] >= 0 && m.commit[lastSlot] < s) state = 3;
       else if (r.n > 0 && m.open[first] <= s) state = 1;
-      if (state !== this.lastRegion[ri]) {
-        this.lastRegion[ri] = state;
-        this.regionRects[ri].setAttribute("class", "mp-region rs-" + state);
+      const [key, cls] = this.stages ? this.stageRegion(ri, state, s) : [state, null];
+      if (key !== this.lastRegion[ri]) {
+        this.lastRegion[ri] = key;
+        this.regionRects[ri].setAttribute("class", cls || "mp-region rs-" + state);
         this.lineEls[ri].classList.toggle("active", state === 2);
       }
     });
+    if (this.stages) this.renderStages(s);
     this.renderHeader(s, active.size, nMasked, nNow);
     // a focused token that scrubbing hid (not reached yet): keep the focus in the text box
     const fi = this.focusI;
@@ -228,4 +232,4 @@ export class Pane {
     if (scroll === "page" && r) scrollWithin(this.pageBox, r);
   }
 }
-mixin(Pane, TokenText, PageOverlay, PaneHeader);
+mixin(Pane, TokenText, PageOverlay, PaneHeader, StageOverlay);

@@ -10,6 +10,7 @@ import { WallStrip } from "./strip.js";
 import { Controls } from "./controls.js";
 import { Legend } from "./legend.js";
 import { Input } from "./input.js";
+import { RegionNav } from "./stages.js";
 
 // ---- the player: controls, panes, charts, tooltip -------------------------------------------
 export function listOf(payload) { return payload.mode === "compare" ? payload.panes : [payload]; }
@@ -71,6 +72,8 @@ export class Player {
     this.inspect = this.tip = this.strip = this.charts = this.panesBox = this.liveBadge = null;
     this.playBtn = this.scrub = this.clockLabel = this.clockSel = this.speedSel = this.colourSel = null;
     this.stripCursors = [];
+    this.stageNav = null;
+    this.regionSel = -1;
     this.streamKey = key;
     if (!ok) {
       const empty = el("div", payload && payload.failed ? "mp-empty mp-failed" : "mp-empty",
@@ -93,6 +96,7 @@ export class Player {
     this.panes = this.models.map((m, i) => new Pane(this, m, i, this.compare));
     this.panes.forEach((p) => this.panesBox.appendChild(p.root));
     root.appendChild(this.panesBox);
+    this.buildRegionNav(); // a two-stage parse only: the region bar (stages.js)
     this.inspect = el("div", "mp-inspect");
     this.inspect.appendChild(el("div", "mp-inspect-hint", HINT));
     root.appendChild(this.inspect);
@@ -130,6 +134,7 @@ export class Player {
     this._imgCache = null;
     this.panesBox.replaceChildren(...this.panes.map((p) => p.root));
     this.bindHover();
+    this.buildRegionNav();
     this.updateColourModes();
     this.buildLegend();
     const charts = new Charts(this);
@@ -200,4 +205,4 @@ export class Player {
     if (this.media && this.media.removeEventListener) this.media.removeEventListener("change", this.onMedia);
   }
 }
-mixin(Player, Clock, WallStrip, Controls, Legend, TokenCard, Input);
+mixin(Player, Clock, WallStrip, Controls, Legend, TokenCard, Input, RegionNav);
