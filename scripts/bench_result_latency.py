@@ -10,8 +10,12 @@ It polls the page every 100 ms from the click on and reports, per run:
   what came before the decode (the check, loading the page from the preview's cache, the queue). An
   upper bound on "decode end to result shown"; a first run on the same page loads the model and is
   left out;
-- ``longest_still_s``: the longest stretch during the decode in which neither the player's header
-  nor the status line changed (the player and the status should move at least once a second);
+- ``result_after_last_frame_s``: the result on screen minus the last streamed frame's arrival: the
+  decode ended after that frame, so this is an upper bound on delivering and drawing the result
+  that leaves out everything before the decode;
+- ``longest_still_s``: the longest stretch before the result in which neither the player's header
+  nor the status line changed (the player and the status should move at least once a second), and
+  ``longest_still_from_s``, when (after the click) it began;
 - ``frames``: how many values the player received.
 
 Numbers go to docs/benchmarks.md; nothing here is a test (tests never time).
@@ -82,15 +86,19 @@ def run_once(pg, url: str, pdf: Path, decoder: str) -> dict:
     href = pg.eval_on_selector_all("#decode-downloads a", "as => as.map(a => a.href).filter(h => h.includes('.json'))")
     trace = json.loads(urllib.request.urlopen(href[0]).read())
     wall = trace["metrics"]["wall_s"]
-    still, last_change, last_seen = 0.0, None, None
-    for s in samples:
+    still, still_at, last_change, last_seen = 0.0, 0.0, None, None
+    for s in samples[:-1]:  # until the result (its own change ends the last stretch)
         seen = (s["head"], s["status"])
         if last_seen is None or seen != last_seen:
-            if last_change is not None:
-                still = max(still, s["t"] - last_change)
+            if last_change is not None and s["t"] - last_change > still:
+                still, still_at = s["t"] - last_change, last_change
             last_change, last_seen = s["t"], seen
+    streamed = [s["t"] for s in samples if s["loads"] > before and s["partial"] == "1"]
+    last_frame = streamed[-1] if streamed else None
     return {"page": pdf.name, "tokens": trace["metrics"]["tokens"], "wall_s": wall, "shown_s": round(shown, 2),
-            "result_after_decode_s": round(shown - wall, 2), "longest_still_s": round(still, 2),
+            "result_after_decode_s": round(shown - wall, 2),
+            "result_after_last_frame_s": None if last_frame is None else round(shown - last_frame, 2),
+            "longest_still_s": round(still, 2), "longest_still_from_s": round(still_at, 2),
             "frames": samples[-1]["loads"] - before}
 
 
