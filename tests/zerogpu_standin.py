@@ -64,7 +64,7 @@ def main(models_dir: str, max_tokens: int) -> None:
     outputs["bench"] = [shuffle_tab.run_shuffle_bench([1.0], 1, "nano", knobs, progress=progress)]
     print(json.dumps({"on_zero_gpu": gpu.ON_ZERO_GPU, "decorated": gpu.DECORATED, "calls": CALLS,
                       "yields": {k: len(v) for k, v in outputs.items()},
-                      "last_status": {k: str(v[-1][0])[:200] for k, v in outputs.items()}}))
+                      "last_status": {k: str(v[-1][0])[:2000] for k, v in outputs.items()}}))
 
 
 if __name__ == "__main__":
