@@ -83,7 +83,7 @@ class DecodeObserver:
         pass
 
 
-SPEC_BATCH = 64  # draft-and-verify forwards whose records are expanded together
+BATCH = 64  # forwards whose records are expanded together (a fixed numpy cost per expansion)
 
 
 class StepRecorder(DecodeObserver):
@@ -101,13 +101,16 @@ class StepRecorder(DecodeObserver):
                 self.flush(run.clock.time_of)  # one batch of records per width
             self.spec_pending.append(step)
         else:
+            if self.pending and self.pending[0].masked.shape[1] != step.masked.shape[1]:
+                self.flush(run.clock.time_of)  # one batch of records per block length
             self.pending.append(step)
 
     def on_block(self, run: "DecodeRun", done: int, total: int) -> None:
-        # a draft-and-verify cycle is one forward: expanding its records every cycle cost more than
-        # the records (a fixed numpy overhead per flush, one region at a time); they wait for a
-        # batch, a snapshot or the end (DecodeRun.snapshot flushes), and so never miss a frame
-        if self.spec_pending and not self.pending and len(self.spec_pending) < SPEC_BATCH:
+        # one region at a time a block takes one or two forwards (a draft-and-verify cycle is one):
+        # expanding the records every block cost more than the records (a fixed numpy overhead per
+        # flush). They wait for a batch of forwards, a snapshot or the end (DecodeRun.snapshot
+        # flushes), and so never miss a frame
+        if len(self.pending) + len(self.spec_pending) < BATCH:
             return
         self.flush(run.clock.time_of)
 
