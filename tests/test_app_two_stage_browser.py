@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.ui_support import app_page, launched_app, make_tiny_twins, require_chromium, run_and_wait
+from tests.ui_support import region_view as shown
 
 require_chromium()
 
@@ -61,16 +62,6 @@ def blocks_on_image(pg) -> list[dict]:
                     inside: b.left >= img.left - 1 && b.right <= img.right + 1 && b.top >= img.top - 1 && b.bottom <= img.bottom + 1};
         });
     }""")
-
-
-def shown(pg) -> dict:
-    return pg.evaluate("""() => ({
-        pressed: Array.from(document.querySelectorAll('#player .mp-region-chip[aria-pressed=true]')).map(c => c.dataset.region),
-        line: Array.from(document.querySelectorAll('#player .mp-line.mp-line-sel')).map(l => l.dataset.region),
-        box: Array.from(document.querySelectorAll('#player rect.sel-region')).map(r => r.dataset.region),
-        clock: document.querySelector('#player .mp-clock').textContent,
-        note: document.querySelector('#player .mp-region-note').textContent,
-    })""")
 
 
 def test_the_app_runs_a_two_stage_decode_with_layout_boxes_and_a_player_per_region(browser, two_stage_app, tmp_path):

@@ -21,20 +21,10 @@ from mudiff_viz.decoding.diffusion import decode_diffusion
 from mudiff_viz.decoding.sequential import decode_sequential
 from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.inputs.pages import load_page
-from tests.test_real_models import _load, write_ar_checkpoint, write_diffusion_checkpoint
+from tests.test_real_models import _load, ar_dir, diffusion_dir  # noqa: F401 (module fixtures: the tiny checkpoints)
 
 torch.set_num_threads(1)
 BOXES = [(0, 0, 200, 60), (0, 40, 120, 120), (20, 0, 200, 120)]  # three sizes: three prompt lengths
-
-
-@pytest.fixture(scope="module")
-def diffusion_dir(tmp_path_factory) -> Path:
-    return write_diffusion_checkpoint(tmp_path_factory.mktemp("mineru-diffusion-tiny"))
-
-
-@pytest.fixture(scope="module")
-def ar_dir(tmp_path_factory) -> Path:
-    return write_ar_checkpoint(tmp_path_factory.mktemp("mineru25-tiny"))
 
 
 @pytest.fixture(scope="module")

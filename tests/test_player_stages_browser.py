@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ui_support import SAMPLE, require_chromium
+from tests.ui_support import SAMPLE, require_chromium, region_view as shown
 
 require_chromium()
 
@@ -111,21 +111,6 @@ def test_the_layout_boxes_are_drawn_on_the_page_once_the_layout_pass_has_ended(o
     end = payload["stages"]["regions"][0]["last"]
     pg.eval_on_selector("#player .mp-scrub", "(el, v) => { el.value = v; el.dispatchEvent(new Event('input', {bubbles: true})); }", end + 1)
     assert all("mp-pending" not in b["cls"] and b["w"] > 0 for b in blocks_on_image(pg))
-
-
-def shown(pg) -> dict:
-    return pg.evaluate("""() => ({
-        pressed: Array.from(document.querySelectorAll('#player .mp-region-chip[aria-pressed=true]')).map(c => c.dataset.region),
-        line: Array.from(document.querySelectorAll('#player .mp-line.mp-line-sel')).map(l => l.dataset.region),
-        box: Array.from(document.querySelectorAll('#player rect.sel-region')).map(r => r.dataset.region),
-        clock: document.querySelector('#player .mp-clock').textContent,
-        note: document.querySelector('#player .mp-region-note').textContent,
-        header: document.querySelector('#player .mp-header').textContent,
-        text: document.querySelector('#player .mp-text').innerText,
-        // where the chosen line starts, from the top of the text box (px)
-        lineAt: (l => l ? l.getBoundingClientRect().top - document.querySelector('#player .mp-text').getBoundingClientRect().top : null)(
-            document.querySelector('#player .mp-line.mp-line-sel')),
-    })""")
 
 
 def test_the_region_bar_moves_between_regions(opened, two_stage):

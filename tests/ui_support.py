@@ -197,3 +197,20 @@ def named(out, names) -> dict:
     if isinstance(got.get("player"), str):
         got["player"] = json.loads(got["player"])
     return got
+
+
+def region_view(pg) -> dict:
+    """What the player (#player) shows of a two-stage trace: the chosen region's chip, line and box, the
+    clock, the region note, the header and text, and where the chosen line starts in the text box."""
+    return pg.evaluate("""() => ({
+        pressed: Array.from(document.querySelectorAll('#player .mp-region-chip[aria-pressed=true]')).map(c => c.dataset.region),
+        line: Array.from(document.querySelectorAll('#player .mp-line.mp-line-sel')).map(l => l.dataset.region),
+        box: Array.from(document.querySelectorAll('#player rect.sel-region')).map(r => r.dataset.region),
+        clock: document.querySelector('#player .mp-clock').textContent,
+        note: document.querySelector('#player .mp-region-note').textContent,
+        header: document.querySelector('#player .mp-header').textContent,
+        text: document.querySelector('#player .mp-text').innerText,
+        // where the chosen line starts, from the top of the text box (px)
+        lineAt: (l => l ? l.getBoundingClientRect().top - document.querySelector('#player .mp-text').getBoundingClientRect().top : null)(
+            document.querySelector('#player .mp-line.mp-line-sel')),
+    })""")
