@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from PIL import Image, ImageDraw
 
 from models.mineru_diffusion.backend import MinerUDiffusionBackend
 from mudiff_viz.core.trace import check_invariants
@@ -21,21 +20,15 @@ from mudiff_viz.decoding.diffusion import decode_diffusion
 from mudiff_viz.decoding.sequential import decode_sequential
 from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.inputs.pages import load_page
-from tests.test_real_models import _load, ar_dir, diffusion_dir  # noqa: F401 (module fixtures: the tiny checkpoints)
+from tests.test_real_models import _load, ar_dir, diffusion_dir, page_png  # noqa: F401 (module fixtures: the tiny checkpoints, a page)
 
 torch.set_num_threads(1)
 BOXES = [(0, 0, 200, 60), (0, 40, 120, 120), (20, 0, 200, 120)]  # three sizes: three prompt lengths
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory):
-    img = Image.new("RGB", (200, 120), "white")
-    draw = ImageDraw.Draw(img)
-    draw.text((10, 20), "The quick brown fox", fill="black")
-    draw.rectangle((10, 60, 180, 100), outline="black")
-    path = tmp_path_factory.mktemp("page") / "page.png"
-    img.save(path)
-    return load_page(path)
+def page(page_png):
+    return load_page(page_png)
 
 
 def regions() -> list[Region]:
