@@ -73,3 +73,20 @@ def test_a_long_stretch_without_frames_still_moves_the_status():
             prefill_done.set()
     assert out[0] == (False, None) and out[-1] == (True, "the trace")
     assert results.live_status(None, 3.2) == "Decoding… encoding the page (prefill) · 3 s"
+
+
+def test_the_live_status_counts_what_the_player_shows(tiny_models):
+    """Before: "0 tokens so far" while the player showed text: a region's token list grows only when
+    its block is done. The status counts the step records' commits, as the player draws them."""
+    from mudiff_viz.ui import results
+
+    snaps = []
+    decode_page(bench_pages(1)[0], model=str(tiny_models["diffusion"]), decoder="diffusion",
+                params=DecodeParams(block_length=8, steps=8, max_new_tokens=24), snapshot=lambda make: snaps.append(make()))
+    first = snaps[0]
+    shown = sum(sum(s.committed) for s in first.steps)
+    assert first.n_tokens == 0 < shown  # mid-block: nothing finished, something committed
+    assert results.committed_so_far(first) == shown
+    assert results.live_status(first, 2.0).startswith(f"Decoding… {shown} tokens committed so far, 1 forward pass")
+    payload = player_payload(first, partial=True, stream="s")
+    assert sum(1 for c in payload["slots"]["commit"] if c >= 0) >= shown  # the player draws at least those

@@ -91,7 +91,8 @@ def run_compare(file, page_number, spec_diffusion, spec_ar, third, knobs: dict, 
             if done:
                 done_traces.append(trace)
                 continue
-            now = (f"{who}: {trace.n_tokens if trace else latest.n_tokens if latest else 0} tokens so far"
+            shown = trace or latest
+            now = (f"{who}: {results.committed_so_far(shown) if shown else 0} tokens so far"
                    f"{'' if trace or latest else ' (encoding the page)'}… · {time.monotonic() - start:.0f} s")
             frame = {"status": (before + "; " if before else "") + now}
             if trace is not None:  # a frame, not a tick (a tick only moves the status)

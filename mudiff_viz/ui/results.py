@@ -133,12 +133,21 @@ def page_line(trace: Trace, probes: ProbeSpec | None) -> str:
     return line
 
 
+def committed_so_far(trace: Trace) -> int:
+    """Tokens committed by a decode still running, as its player shows them: the step records' commits,
+    open blocks included (a region's token list grows only when its block is done, so mid-block it
+    says 0 while the player shows text). Without step records, the finished blocks' tokens."""
+    if not trace.steps:
+        return trace.n_tokens
+    return max(trace.n_tokens, sum(sum(s.committed) for s in trace.steps))
+
+
 def live_status(trace: Trace | None, elapsed_s: float) -> str:
     """The Decode tab's status while it decodes: the counts of the latest frame (the player shows the
     same frame) and the seconds since the click, so it moves every second even inside the prefill."""
     if trace is None:
         return f"Decoding… encoding the page (prefill) · {elapsed_s:.0f} s"
-    return (f"Decoding… {counted(trace.n_tokens, 'token')} so far, "
+    return (f"Decoding… {counted(committed_so_far(trace), 'token')} committed so far, "
             f"{counted(trace.clock_length, 'forward pass', 'forward passes')} · {elapsed_s:.0f} s")
 
 
