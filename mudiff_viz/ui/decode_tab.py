@@ -10,7 +10,7 @@ import gradio as gr
 
 from mudiff_viz.decoding.settings import DIFFUSION, KNOB
 from mudiff_viz.probes.apply import probe_spec
-from mudiff_viz.ui import controls, jobs, models, pagework, precheck, results
+from mudiff_viz.ui import controls, jobs, models, precheck, results
 from mudiff_viz.ui.pagework import prepare_page
 from mudiff_viz.ui.common import user_errors
 from mudiff_viz.ui.player import Player
