@@ -87,13 +87,14 @@ def run_compare(file, page_number, spec_diffusion, spec_ar, third, knobs: dict, 
                jobs.decode_job(page, spec, decoder, {**knobs, **own}, cb, snap))
         before = "; ".join(f"{decoder_label(t.decoder)} done ({t.n_tokens} tokens)" for t in done_traces)
         latest = None
-        for done, trace in jobs.streamed(job, tick_s=1.0):
+        for done, trace in jobs.streamed(job, tick_s=jobs.TICK_S):
             if done:
                 done_traces.append(trace)
                 continue
             shown = trace or latest
-            now = (f"{who}: {results.committed_so_far(shown) if shown else 0} tokens so far"
-                   f"{'' if trace or latest else ' (encoding the page)'}… · {time.monotonic() - start:.0f} s")
+            now = (f"{who}: {results.committed_so_far(shown)} tokens so far" if shown
+                   else f"{who}: 0 tokens so far (encoding the page)")
+            now += f"… · {time.monotonic() - start:.0f} s"
             frame = {"status": (before + "; " if before else "") + now}
             if trace is not None:  # a frame, not a tick (a tick only moves the status)
                 latest = trace

@@ -18,7 +18,6 @@ from mudiff_viz.ui.capacity import DECODE_SLOTS
 from mudiff_viz.ui.slot import MODEL_WORK
 from mudiff_viz.views.page_image import image_data_url
 
-STATUS_TICK_S = 1.0  # the status moves at least this often while a decode runs (a tick inside a long prefill)
 
 def progress_callback(progress, decoder: str):
     unit = "blocks" if decoder == "diffusion" else "tokens"  # diffusion reports blocks done; AR tokens written
@@ -54,7 +53,7 @@ def run_decode(file, page_number, spec, decoder, knobs: dict, occlude_words="", 
     progress(0, desc="loading the model and encoding the page (prefill)")
     job = (lambda snap: jobs.decode_job(page, spec, decoder, knobs, progress_callback(progress, decoder), snap))
     start, latest = time.monotonic(), None
-    for done, trace in jobs.streamed(job, tick_s=STATUS_TICK_S):
+    for done, trace in jobs.streamed(job, tick_s=jobs.TICK_S):
         if done:
             yield results.ordered(results.decode_result(trace, image, probes, stream=stream), names)
             continue

@@ -25,6 +25,7 @@ from mudiff_viz.ui.gpu import ON_ZERO_GPU, decode_seconds, gpu
 from mudiff_viz.ui.slot import model_slot
 
 FRAME_INTERVAL_S = 0.3  # at most about three frames a second: building a frame costs the decode time
+TICK_S = 1.0  # a running decode's status moves at least this often (a tick inside a long prefill or block)
 LOG = logging.getLogger(__name__)
 # The latest cancelled decodes, for the log and the tests: units of work (diffusion blocks, AR chunks)
 # done when the viewer left and when the decode stopped. A decode stops at its next unit.

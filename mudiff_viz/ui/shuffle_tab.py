@@ -139,19 +139,25 @@ def run_shuffle(file, page_number, level, seed, spec, knobs: dict, probe="shuffl
     pages = make_pages(file, page_number, probe, level, seed, occlude_fraction, degrade_dpi, blur, noise, jpeg, rotate)
     knobs = {"seed": int(seed or 0), **knobs}  # the probe's seed seeds the sampler too (the other knobs: their defaults)
     spec = spec or "nano"
+    images = page_images(pages)  # encoded once: the streamed panes and the result show the same two pages
     if ON_ZERO_GPU:  # one pickled GPU call: no progress crosses it
         progress(0, desc="decoding four times on the GPU")
         traces = shuffle_job(pages, spec, knobs)
     else:
-        traces = yield from streamed_grid(pages, spec, knobs, progress)
-    yield ordered(shuffle_outputs(pages, traces, Path(file_path(file)).name), OUTPUTS)
+        traces = yield from streamed_grid(pages, spec, knobs, progress, images)
+    yield ordered(shuffle_outputs(pages, traces, Path(file_path(file)).name, images), OUTPUTS)
 
 
-def streamed_grid(pages: ShufflePages, spec: str, knobs: dict, progress):
+def page_images(pages: ShufflePages) -> dict[str, str]:
+    """The control and the probed page as data URLs, by column (what every grid payload shows)."""
+    return {col: image_data_url(pages.page(col).page.image) for col in ("original", "shuffled")}
+
+
+def streamed_grid(pages: ShufflePages, spec: str, knobs: dict, progress, images: dict | None = None):
     """The four decodes in a worker thread; every second a status line that moves and, once a pane is
     done, the panes done so far in the player; returns the four traces (closing it cancels them)."""
     state = GridProgress()
-    images = {col: image_data_url(pages.page(col).page.image) for col in ("original", "shuffled")}
+    images = images or page_images(pages)
     start, shown = time.monotonic(), 0
 
     def job(report):
@@ -175,10 +181,10 @@ def check_shuffle(file, page_number, level, seed, spec, *rest) -> None:
     precheck.check_page_and_models(file, page_number, {"ar": spec, "diffusion": spec})
 
 
-def shuffle_outputs(pages: ShufflePages, traces: dict, name: str) -> dict:
+def shuffle_outputs(pages: ShufflePages, traces: dict, name: str, images: dict | None = None) -> dict:
     """Status, grid payload, score table, four diffs, downloads (the probed page + four traces)."""
     scores = score_grid(traces, pages)
-    images = {col: image_data_url(pages.page(col).page.image) for col in ("original", "shuffled")}
+    images = images or page_images(pages)
     headers, rows = views.score_table(scores, pages.level, pages.probe)
     outdir = request_dir()
     stem = safe_stem(name)
