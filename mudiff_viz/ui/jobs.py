@@ -144,26 +144,25 @@ def streamed(job: Callable[[Snapshot | None], Trace], interval_s: float = FRAME_
     yield True, outcome["trace"]
 
 
-def ticking(job: Callable[[Callable[[object], None]], object], interval_s: float = 1.0) -> Iterator[tuple[bool, object]]:
-    """Run ``job(report)`` in a worker thread; yield ``(False, latest report)`` every ``interval_s``
-    while it runs (the viewer sees it move even when one unit of work is long), then ``(True, result)``.
+def ticking(job: Callable[[Callable[[], None]], object], interval_s: float = TICK_S) -> Iterator[tuple[bool, object]]:
+    """Run ``job(check)`` in a worker thread; yield ``(False, None)`` every ``interval_s`` while it runs
+    (the caller redraws its status from state the job updates, so it moves even when one unit of
+    work is long), then ``(True, result)``.
 
-    For work that is not one trace (the Shuffle tab's four decodes). If the consumer stops
-    iterating, the job's next ``report`` raises :class:`Cancelled`.
+    For work that is not one trace (the Shuffle tab's four decodes). The job calls ``check()`` at
+    each unit of work; once the consumer stops iterating, it raises :class:`Cancelled`.
     """
     done = threading.Event()
     cancelled = threading.Event()
-    latest: list = [None]
     outcome: dict = {}
 
-    def report(state: object) -> None:
+    def check() -> None:
         if cancelled.is_set():
             raise Cancelled()
-        latest[0] = state
 
     def work() -> None:
         try:
-            outcome["result"] = job(report)
+            outcome["result"] = job(check)
         except Cancelled:
             LOG.info("work cancelled: the viewer left")
         except BaseException as exc:  # handed to the consumer's thread
@@ -175,7 +174,7 @@ def ticking(job: Callable[[Callable[[object], None]], object], interval_s: float
     worker.start()
     try:
         while not done.wait(interval_s):
-            yield False, latest[0]
+            yield False, None
     finally:
         if not done.is_set():
             cancelled.set()

@@ -91,17 +91,17 @@ class GridProgress:
     done: int = 0
     total: int = 0
     finished: dict = field(default_factory=dict)
-    report: Callable = lambda state: None  # jobs.ticking's report: raises Cancelled once the viewer left
+    check: Callable[[], None] = lambda: None  # jobs.ticking's check: raises Cancelled once the viewer left
 
     def progress(self, done: int, total: int, what: str) -> None:
         if what != self.what:
             self.what, self.k = what, self.k + 1
         self.done, self.total = done, total
-        self.report(self)
+        self.check()
 
     def finish(self, key, trace) -> None:
         self.finished[key] = trace
-        self.report(self)
+        self.check()
 
     def fraction(self) -> float:
         return 0.0 if not self.k else (self.k - 1 + self.done / max(1, self.total)) / 4
@@ -160,11 +160,11 @@ def streamed_grid(pages: ShufflePages, spec: str, knobs: dict, progress, images:
     images = images or page_images(pages)
     start, shown = time.monotonic(), 0
 
-    def job(report):
-        state.report = report
+    def job(check):
+        state.check = check
         return shuffle_job(pages, spec, knobs, state.progress, state.finish)
 
-    for done, result in jobs.ticking(job):
+    for done, result in jobs.ticking(job):  # a tick: redraw from ``state``
         if done:
             return result
         frame = {"status": views.progress_markdown(state.k, state.what, state.done, state.total, len(state.finished),
