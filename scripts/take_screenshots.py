@@ -64,16 +64,17 @@ def open_tab(pg, name: str) -> None:
 
 
 def shot_player(pg, out: Path, name: str, button: str, root: str, fraction: float, top: str,
-                tab: str | None = None) -> None:
-    """Run a tab's decode, scrub its player to ``fraction`` of the clock, shoot with ``top`` at the top."""
+                tab: str | None = None, result: str = ".token") -> None:
+    """Run a tab's decode, scrub its player to ``fraction`` of the clock, shoot with ``top`` at the top.
+    ``result``: what the finished result holds (the Shuffle tab plays finished panes before its grid)."""
     if tab:
         open_tab(pg, tab)
     before = pg.evaluate("root => { const m = document.querySelector(root + ' .mp-mount'); return m ? +(m.dataset.loads || 0) : 0; }", root)
     pg.click(button)
     pg.wait_for_function(  # the finished result it made, not a streamed frame or what was on screen before
-        """([root, before]) => { const m = document.querySelector(root + ' .mp-mount');
+        """([root, before, result]) => { const m = document.querySelector(root + ' .mp-mount');
              return !!m && +(m.dataset.loads || 0) > before && m.dataset.kind === 'mudiff-player' && m.dataset.partial === '0'
-                    && !!m.querySelector('.token'); }""", arg=[root, before], timeout=600_000)
+                    && !!m.querySelector(result); }""", arg=[root, before, result], timeout=600_000)
     pg.wait_for_timeout(800)
     scrub(pg, root, fraction)
     show(pg, top)
@@ -98,7 +99,7 @@ def shot_compare(pg, out: Path) -> None:
 
 def shot_shuffle(pg, out: Path) -> None:
     shot_player(pg, out, "shuffle.png", "#shuffle-run", "#shuffle-player", 0.5, "#shuffle-status",
-                tab="Semantic Shuffle")
+                tab="Semantic Shuffle", result=".mp-panes.mp-grid .token")
 
 
 def shot_viewer(pg, out: Path) -> None:

@@ -44,7 +44,8 @@ def frames(pg) -> list[dict]:
 def test_four_panes_render_and_scrub_together(page):
     page.get_by_role("tab", name="Semantic Shuffle").click()
     page.click("#shuffle-run")
-    page.wait_for_selector(f"{PLAYER} .token", timeout=180_000)
+    # finished panes play while the others decode; the result is the 2x2 grid
+    page.wait_for_selector(f"{PLAYER} .mp-panes.mp-grid .token", timeout=180_000)
     titles = page.eval_on_selector_all(f"{PLAYER} .mp-pane-title", "els => els.map(e => e.textContent)")
     assert titles == ["diffusion · original page", "diffusion · shuffled page (level 1)", "AR · original page",
                       "AR · shuffled page (level 1)"]
