@@ -181,6 +181,11 @@ class SpecLayout:
       if the query were the block's first mask: branch j's drafts see the cache, ``clean[:j]``, query
       j and each other (the query does not see them, so it stays the block-size-1 prediction). Branch
       j is what to draft next if the verifier stops at query j.
+    - ``anchors`` (b, m), branched only: a guess at the token each of the first ``m`` queries will
+      give, and a second branch per guess: ``[anchor_j ; n_drafts masks]``, a diffusion block whose
+      first token is known, after ``clean[:j]`` (the anchor sits where query j sits and sees what it
+      sees; the block sees itself). When query j's token turns out to be anchor j, this branch's
+      drafts were made knowing it, where branch j's were made with that position still masked.
     """
 
     clean: torch.Tensor
@@ -188,6 +193,7 @@ class SpecLayout:
     queries_from: int
     n_drafts: int
     branched: bool = False
+    anchors: torch.Tensor | None = None
 
     @property
     def n_queries(self) -> int:
@@ -197,13 +203,46 @@ class SpecLayout:
     def n_draft_tokens(self) -> int:
         return self.n_drafts * (self.n_queries if self.branched else 1)
 
+    @property
+    def n_anchored(self) -> int:
+        """Queries with an anchored branch (the first ones)."""
+        return 0 if self.anchors is None else self.anchors.shape[1]
+
+    @property
+    def n_anchored_tokens(self) -> int:
+        return self.n_anchored * (1 + self.n_drafts)
+
     def query_prefix(self) -> torch.Tensor:
         """(n_queries,) how many clean tokens each verify query comes after."""
         return torch.arange(self.queries_from, self.clean.shape[1] + 1, device=self.clean.device)
 
     def width(self, with_queries: bool = True) -> int:
         """Tokens in the forward."""
-        return self.clean.shape[1] + (self.n_queries if with_queries else 0) + self.n_draft_tokens
+        return self.clean.shape[1] + (self.n_queries if with_queries else 0) + self.n_draft_tokens + self.n_anchored_tokens
+
+    def after_clean(self, mask_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The forward's tokens after the clean ones, in :meth:`attention`'s order, and each one's
+        answer offset (how many answer tokens precede it, counted from the first clean token), both
+        (b, width - n): MASK everywhere but at the anchors. A model whose positions count answer
+        tokens places token t at its row's first clean position + offset."""
+        b, n = self.clean.shape
+        dev = self.clean.device
+        j = self.query_prefix()
+        w, steps = self.n_drafts, torch.arange(self.n_drafts, device=dev)
+        offsets = [j[None, :].expand(b, -1)]
+        if self.branched:
+            offsets.append((j[:, None] + 1 + steps[None, :]).reshape(1, -1).expand(b, -1))
+        elif w:
+            offsets.append(self.n_clean[:, None] + steps[None, :])
+        if self.n_anchored:
+            within = torch.arange(1 + w, device=dev)
+            offsets.append((j[: self.n_anchored, None] + within[None, :]).reshape(1, -1).expand(b, -1))
+        offsets = torch.cat(offsets, 1)
+        ids = torch.full(offsets.shape, mask_id, dtype=torch.long, device=dev)
+        if self.n_anchored:
+            at = offsets.shape[1] - self.n_anchored_tokens + torch.arange(self.n_anchored, device=dev) * (1 + w)
+            ids[:, at] = self.anchors
+        return ids, offsets
 
     def attention(self, with_queries: bool = True) -> torch.Tensor:
         """(b, T, T) bool, True = may attend, among the forward's tokens in the order
@@ -228,8 +267,13 @@ class SpecLayout:
                 att[:, at : at + w, n + q] = True  # ... the query itself ...
                 att[:, at : at + w, at : at + w] = True  # ... and its branch
         elif w:
-            att[:, t - w :, :n] = real[:, None, :]
-            att[:, t - w :, t - w :] = True
+            end = n + nq + w
+            att[:, end - w : end, :n] = real[:, None, :]
+            att[:, end - w : end, end - w : end] = True
+        for q in range(self.n_anchored):  # [anchor ; masks] after clean[:prefix of query q], one block
+            at = t - self.n_anchored_tokens + q * (1 + w)
+            att[:, at : at + 1 + w, :n] = att[:, n + q, :n][:, None, :]
+            att[:, at : at + 1 + w, at : at + 1 + w] = True
         return att
 
 
@@ -237,6 +281,7 @@ class SpecLayout:
 class SpecLogits:
     verify: torch.Tensor  # (b, n_queries, V): next-token logits after each clean prefix
     draft: torch.Tensor  # (b, n_draft_tokens, V): the draft blocks' logits, branch after branch
+    anchored: torch.Tensor | None = None  # (b, n_anchored * n_drafts, V): the anchored branches' masks
 
 
 @runtime_checkable

@@ -92,7 +92,10 @@ class MarkovBackend(Backend):
         else:
             last = chain.gather(1, layout.n_clean[:, None])[:, 0]
             draft = self.draft_table[last][:, None].expand(-1, w, -1)
-        return SpecLogits(verify.clone(), draft.clone())
+        anchored = None
+        if layout.n_anchored:  # after anchor j: drafts from the draft table given the anchor
+            anchored = self.draft_table[layout.anchors][:, :, None].expand(-1, -1, w, -1).reshape(b, -1, V).clone()
+        return SpecLogits(verify.clone(), draft.clone(), anchored)
 
     def keep(self, ctx: MarkovContext, rows: torch.Tensor, n_keep: torch.Tensor) -> None:
         kept_rows, chain = ctx.tentative

@@ -12,6 +12,7 @@ import random
 import pytest
 import torch
 
+from models.base import SpecLayout
 from mudiff_viz.core.trace import ACCEPTED, BONUS, COMMITTING, DISCARDED, DRAFTED, REJECTED, Trace, check_invariants
 from mudiff_viz.decoding.pipeline import decode_page, make_params
 from mudiff_viz.decoding.speculative import decode_self_speculative, decode_speculative
@@ -57,6 +58,53 @@ def test_self_speculative_is_the_block_length_1_decode(pair, batch, sample):
 
 
 @pytest.mark.parametrize("pair", PAIRS)
+@pytest.mark.parametrize("batch", [True, False])
+def test_runner_up_branches_and_the_draft_floor_keep_the_decode(pair, batch, sample):
+    """Drafts taken from the branch after a draft's runner-up (when it is the verifier's correction)
+    and drafts cut where the drafter doubts them change the forwards, never the tokens."""
+    ref = decode_page(sample, pair, "diffusion", make_params(block_length=1, steps=1), batch_regions=batch)
+    w = 6
+    runner_up = decode_page(sample, pair, "self-speculative", make_params(draft_length=w, draft_branches="runner-up",
+                                                                         draft_floor=0.0), batch_regions=batch)
+    cut = decode_page(sample, pair, "self-speculative", make_params(draft_length=w, draft_floor=0.999), batch_regions=batch)
+    assert ids(runner_up) == ids(ref) and ids(cut) == ids(ref)
+    assert check_invariants(runner_up) == [] and check_invariants(cut) == []
+    m = runner_up.metrics
+    assert m.anchor_hits > 0 if pair == "nano-subword" else m.accepted == m.drafted  # the sample: no draft rejected
+    assert cut.metrics.anchor_hits == 0
+    assert runner_up.params["draft_branches"] == "runner-up" and cut.params["draft_floor"] == 0.999
+
+    def drafted_per_forward(trace) -> collections.Counter:
+        per = collections.Counter()
+        for s in trace.steps:
+            per[(s.forward, s.region)] += sum(v == DRAFTED for v in s.verdicts)
+        return per
+
+    assert max(drafted_per_forward(runner_up).values()) == w
+    widths = drafted_per_forward(cut).values()
+    assert max(widths) <= w and any(0 < n < w for n in widths)  # some forwards drafted fewer than w
+
+
+def test_an_anchored_branch_sees_what_its_query_sees_and_itself():
+    """SpecLayout with anchors: the anchor and its masks see the clean prefix of their query and each
+    other; no query and no other branch sees them, and they see no query."""
+    clean = torch.tensor([[5, 6, 7]])
+    layout = SpecLayout(clean, torch.tensor([3]), 1, 2, branched=True, anchors=torch.tensor([[8, 9]]))
+    assert layout.n_queries == 3 and layout.n_anchored == 2 and layout.width() == 3 + 3 + 3 * 2 + 2 * 3
+    att = layout.attention()[0]
+    ids_after, offsets = layout.after_clean(mask_id=0)
+    assert ids_after[0].tolist() == [0] * 9 + [8, 0, 0, 9, 0, 0]  # queries, mask branches, [anchor ; masks] x 2
+    assert offsets[0].tolist() == [1, 2, 3, 2, 3, 3, 4, 4, 5, 1, 2, 3, 2, 3, 4]
+    first = 3 + 3 + 6  # the first anchored branch: after clean[:1], as query 0 is
+    for t in range(first, first + 3):
+        assert att[t, :3].tolist() == [True, False, False]
+        assert att[t, 3:first].sum() == 0  # no query, no mask branch
+        assert att[t, first : first + 3].all() and not att[t, first + 3 :].any()
+    assert att[first + 3, :3].tolist() == [True, True, False]  # the second: after clean[:2]
+    assert not att[:first, first:].any()  # nothing before the anchored branches sees them
+
+
+@pytest.mark.parametrize("pair", PAIRS)
 def test_speculative_is_the_ar_decode(pair, sample):
     ref = decode_page(sample, pair, "ar", make_params())
     spec = decode_page(sample, pair, "speculative", make_params(draft_length=4))
@@ -76,6 +124,8 @@ def test_both_are_exact_on_a_held_out_render(pair, heldout):
     ss = decode_page(heldout, pair, "self-speculative", make_params())
     ar = decode_page(heldout, pair, "ar", make_params())
     sp = decode_page(heldout, pair, "speculative", make_params())
+    ru = decode_page(heldout, pair, "self-speculative", make_params(draft_branches="runner-up"))
+    assert ids(ru) == ids(b1) and ru.metrics.nfe < ss.metrics.nfe  # runner-up branches: fewer forwards, same tokens
     assert len(heldout.text) > 1000 and len(ss.regions) > (15 if pair == "nano-char" else 2)  # lines; paragraphs
     assert ids(ss) == ids(b1) and ids(sp) == ids(ar)
     assert ss.metrics.cer < 0.06 and sp.metrics.cer < 0.04

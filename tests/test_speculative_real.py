@@ -36,6 +36,9 @@ def test_mineru_diffusion_self_speculative_is_its_block_length_1_decode(diffusio
     assert len(ids(ref)) > 5 and ids(spec) == ids(ref)
     assert check_invariants(spec) == [] and spec.params["prefill_block"] == 1
     assert spec.metrics.nfe < ref.metrics.nfe  # the reference takes two forwards a token
+    branched = decode_page(page, str(diffusion_dir), "self-speculative",
+                           make_params(max_new_tokens=40, draft_length=4, draft_branches="runner-up", draft_floor=0.0))
+    assert ids(branched) == ids(ref) and check_invariants(branched) == []  # runner-up branches: the same tokens
 
 
 def test_mineru_diffusion_drafts_for_mineru25(diffusion_dir, ar_dir, page_png):

@@ -57,13 +57,15 @@ def test_the_test_rejects_a_rule_that_keeps_every_draft():
     assert chi_square_p(observed, expected, 40_000) < 1e-9
 
 
-@pytest.mark.parametrize("decoder", ["self-speculative", "speculative"])
-def test_sampled_sequences_follow_the_verifier(decoder):
+@pytest.mark.parametrize("decoder, branches", [("self-speculative", "masks"), ("self-speculative", "runner-up"),
+                                               ("speculative", "masks")])
+def test_sampled_sequences_follow_the_verifier(decoder, branches):
     """3,000 independent rows of a Markov chain decoded three tokens deep: the sequences' frequencies
-    match the chain's exact sequence probabilities (drafts come from another table)."""
+    match the chain's exact sequence probabilities (drafts come from another table; with runner-up
+    branches, the next drafts of a row whose correction was its runner-up come from that branch)."""
     n, length = 3000, 3
     drafter = MarkovBackend("diffusion", n_rows=n, seed=5)
-    params = make_params(temperature=1.0, seed=11, max_new_tokens=length, draft_length=2)
+    params = make_params(temperature=1.0, seed=11, max_new_tokens=length, draft_length=2, draft_branches=branches)
     if decoder == "self-speculative":
         trace = decode_self_speculative(drafter, MarkovPage(), drafter.regions(None), params)
     else:
@@ -73,3 +75,5 @@ def test_sampled_sequences_follow_the_verifier(decoder):
     expected = sequence_probs(drafter.table, length)
     assert chi_square_p(observed, expected, n) > 1e-3
     assert trace.metrics.accepted < trace.metrics.drafted  # the drafts were really tested
+    if branches == "runner-up":
+        assert trace.metrics.anchor_hits > 0  # the anchored branches were really used

@@ -495,14 +495,9 @@ class MinerUDiffusion(nn.Module):
         clean = layout.clean
         n, dev = clean.shape[1], clean.device
         t0 = cache.length
-        j = layout.query_prefix()
-        pos = [t0 + torch.arange(n, device=dev), t0 + j]
-        if layout.branched:  # after each query, continuing from it
-            pos.append((t0 + j[:, None] + 1 + torch.arange(layout.n_drafts, device=dev)[None, :]).reshape(-1))
-        elif layout.n_drafts:
-            pos.append(t0 + int(layout.n_clean[0]) + torch.arange(layout.n_drafts, device=dev))
-        masks = torch.full((1, layout.width() - n), mask_id, dtype=torch.long, device=dev)
-        ids = torch.cat([clean, masks], 1)
+        after, offsets = layout.after_clean(mask_id)
+        ids = torch.cat([clean, after], 1)
+        pos = [t0 + torch.arange(n, device=dev), t0 + offsets[0]]
         inner = layout.attention()[0]
         mask = torch.cat([torch.ones(inner.shape[0], t0, dtype=torch.bool, device=dev), inner], 1)
         hidden = self.decoder(self.embed(ids), torch.cat(pos), cache, mask, store=False)

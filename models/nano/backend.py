@@ -188,6 +188,18 @@ class NanoBackend(TokenizedBackend):
             parts.append(masks[:, first:].reshape(b, -1))
             pos.append(answer_position(dstarts, dl, dc)[:, first:].reshape(b, -1))
             runs.append(masked_runs(~unknown)[:, first:].reshape(b, -1))
+        m = layout.n_anchored
+        if m:  # [anchor ; masks] after each of the first m queries' prefixes: a block whose first token is known
+            j = layout.query_prefix()[:m]
+            block = torch.full((b, m, 1 + w), self.mask_id, dtype=torch.long, device=self.device)
+            block[:, :, 0] = layout.anchors
+            block = block.reshape(b * m, 1 + w)
+            known = block != self.mask_id
+            al, ac, _, _ = walk(line_p[:, j].reshape(-1), col_p[:, j].reshape(-1), block, known, self.tables,
+                                self.cfg.chars_per_token)
+            parts.append(block.reshape(b, -1))
+            pos.append(answer_position(starts.repeat_interleave(m, 0), al, ac).reshape(b, -1))
+            runs.append(masked_runs(~known).reshape(b, -1))
         logits = ctx.cache.forward_tentative(self.model, torch.cat(parts, 1), rows, torch.cat(pos, 1),
                                              layout.attention(with_queries=diffusion), torch.cat(runs, 1))
         if diffusion:
@@ -197,14 +209,23 @@ class NanoBackend(TokenizedBackend):
             verify = self.model.scale_block_logits(verify.reshape(b * nq, 1, verify.shape[-1]), one).view(verify.shape)
         else:
             verify = logits[:, layout.queries_from - 1 : n]
-        draft = logits[:, logits.shape[1] - layout.n_draft_tokens :]
+        start = n + (layout.n_queries if diffusion else 0)
+        draft = logits[:, start : start + layout.n_draft_tokens]
+        anchored = logits[:, start + layout.n_draft_tokens :].reshape(b, m, 1 + w, -1) if m else None
         if w and self.cfg.count_scales:  # each draft scaled by the masks before it in its block
             blocks = draft.reshape(-1, w, draft.shape[-1])
             if layout.branched:
                 blocks = torch.cat([torch.zeros_like(blocks[:, :1]), blocks], 1)
             masked = torch.ones(blocks.shape[:2], dtype=torch.bool, device=self.device)
             draft = self.model.scale_block_logits(blocks, masked)[:, layout.branched:].reshape(draft.shape)
-        return SpecLogits(verify, draft)
+            if m:  # the anchor is known: its masks count from 0
+                flat = anchored.reshape(b * m, 1 + w, -1)
+                masked = torch.ones(flat.shape[:2], dtype=torch.bool, device=self.device)
+                masked[:, 0] = False
+                anchored = self.model.scale_block_logits(flat, masked).view(anchored.shape)
+        if m:
+            anchored = anchored[:, :, 1:].reshape(b, m * w, -1)
+        return SpecLogits(verify, draft, anchored)
 
     def keep(self, ctx: NanoContext, rows: torch.Tensor, n_keep: torch.Tensor) -> None:
         kept_rows, line_p, col_p = ctx.tentative

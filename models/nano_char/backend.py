@@ -123,22 +123,19 @@ class NanoCharBackend(TokenizedBackend):
         base = ctx.n_answer[rows][:, None]
         parts, pos = [clean], [base + torch.arange(n, device=self.device)]
         if diffusion:
-            j = layout.query_prefix()
-            parts.append(torch.full((b, len(j)), self.mask_id, dtype=torch.long, device=self.device))
-            pos.append(base + j)
-        w = layout.n_drafts
-        if w:
-            steps = torch.arange(w, device=self.device)
-            if layout.branched:  # after each query (the block's first mask), answer positions j + 1 ..
-                pos.append(base + (layout.query_prefix()[:, None] + 1 + steps[None, :]).reshape(1, -1))
-            else:  # after each row's clean tokens
-                pos.append(base + layout.n_clean[:, None] + steps)
-            parts.append(torch.full((b, layout.n_draft_tokens), self.mask_id, dtype=torch.long, device=self.device))
+            ids, offsets = layout.after_clean(self.mask_id)
+            parts.append(ids)
+            pos.append(base + offsets)
         ctx.tentative = rows
         logits = ctx.cache.forward_tentative(self.model, torch.cat(parts, 1), rows, torch.cat(pos, 1).float(),
                                              layout.attention(with_queries=diffusion))
-        verify = logits[:, n : n + layout.n_queries] if diffusion else logits[:, layout.queries_from - 1 : n]
-        return SpecLogits(verify, logits[:, logits.shape[1] - layout.n_draft_tokens :])
+        if not diffusion:
+            return SpecLogits(logits[:, layout.queries_from - 1 : n], logits[:, :0])
+        nq, nd, w = layout.n_queries, layout.n_draft_tokens, layout.n_drafts
+        anchored = None
+        if layout.n_anchored:  # the anchored branches' masks (their anchors dropped)
+            anchored = logits[:, n + nq + nd :].reshape(b, layout.n_anchored, 1 + w, -1)[:, :, 1:].reshape(b, -1, logits.shape[-1])
+        return SpecLogits(logits[:, n : n + nq], logits[:, n + nq : n + nq + nd], anchored)
 
     def keep(self, ctx: NanoContext, rows: torch.Tensor, n_keep: torch.Tensor) -> None:
         ctx.cache.keep(n_keep)

@@ -192,6 +192,7 @@ class Metrics(Mapping):
     verify_forwards: int | None = when_set()  # ... and that verified (a self-speculative forward does both; nfe counts it once)
     drafted: int | None = when_set()  # drafts verified (discarded ones included)
     accepted: int | None = when_set()  # drafts kept
+    anchor_hits: int | None = when_set()  # forwards whose next drafts came from an anchored (runner-up) branch
     cer: float | None = when_set()  # against gt_text, when the page has a ground truth
     truncated: str | None = when_set()  # why the decode stopped early (a time limit)
 

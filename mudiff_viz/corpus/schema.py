@@ -11,7 +11,7 @@ from mudiff_viz.core.extras import require
 pa = require("pyarrow", "the corpus store")
 
 
-STORE_VERSION = 2  # bump when a column changes meaning; part of every run id (2: draft-and-verify columns)
+STORE_VERSION = 3  # bump when a column changes meaning; part of every run id (2: draft-and-verify columns; 3: anchor_hits)
 
 KEY = [("run_id", pa.string()), ("page_id", pa.string()), ("decoder", pa.string())]
 BOX = pa.list_(pa.float64())
@@ -53,6 +53,7 @@ PAGES = pa.schema(KEY + [
     ("verify_forwards", pa.int32()),  # ... and that verified
     ("drafted", pa.int32()),  # drafts verified
     ("accepted", pa.int32()),  # drafts kept
+    ("anchor_hits", pa.int32()),  # self-speculative: forwards whose next drafts came from a runner-up branch
     ("n_regions", pa.int32()),
     ("n_steps", pa.int32()),
     ("wall_s", pa.float64()),

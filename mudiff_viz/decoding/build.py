@@ -13,7 +13,7 @@ from mudiff_viz.core.metrics import cer
 from mudiff_viz.core.trace import Metrics, ModelRecord, Occlusion, PageRecord, RegionRecord, Skew, TokenRecord, Trace, rnd
 
 
-SPECULATION = ("draft_forwards", "verify_forwards", "drafted", "accepted")  # Metrics' draft-and-verify counts
+SPECULATION = ("draft_forwards", "verify_forwards", "drafted", "accepted", "anchor_hits")  # Metrics' draft-and-verify counts
 
 
 def run_metrics(

@@ -134,13 +134,13 @@ class DecodeRun:
         self.clock.times.extend(times)
         self.forward += len(times)
 
-    def count_speculation(self, draft_forwards: int = 0, verify_forwards: int = 0, drafted: int = 0,
-                          accepted: int = 0) -> None:
-        """Draft and verify: forwards (per sequence) that drafted and that verified, drafts verified and kept."""
-        counts = self.speculation or dict.fromkeys(SPECULATION, 0)
-        for key, n in zip(SPECULATION, (draft_forwards, verify_forwards, drafted, accepted)):
-            counts[key] += n
-        self.speculation = counts
+    def count_speculation(self, **counts: int) -> None:
+        """Draft and verify (build.py SPECULATION): forwards (per sequence) that drafted and that
+        verified, drafts verified and kept, next drafts taken from an anchored branch."""
+        totals = self.speculation or dict.fromkeys(SPECULATION, 0)
+        for key, n in counts.items():
+            totals[key] += n
+        self.speculation = totals
 
     def commit_pass(self, n_rows: int) -> None:
         self.commit_passes += n_rows

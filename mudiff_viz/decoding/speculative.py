@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from models.base import Speculator, SpecLayout
+from models.base import Speculator, SpecLayout, SpecLogits
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.trace import ACCEPTED, BONUS, DISCARDED, DRAFTED, REJECTED, TOPK, Trace
 from mudiff_viz.decoding.acceptance import Acceptance, Verdict
@@ -59,6 +59,21 @@ class Drafts:
     @property
     def k(self) -> int:
         return self.tokens.shape[1]
+
+    def cut(self, floor: float) -> "Drafts":
+        """The drafts up to where the drafter's own odds of them all being right (the product of their
+        confidences) fall below ``floor``, for the row that gets furthest (at least one draft): the
+        later ones would widen the next forward for little. 0 keeps them all."""
+        if floor <= 0 or not self.k:
+            return self
+        reach = (self.conf.cumprod(-1) >= floor).sum(-1)
+        k = max(1, int(reach.max()))
+        return Drafts(self.tokens[:, :k], self.conf[:, :k], self.q[:, :k])
+
+    def runner_ups(self) -> torch.Tensor:
+        """(b, k) each position's likeliest token other than its draft: the guess for the verifier's
+        correction there, should it reject the draft."""
+        return self.q.scatter(-1, self.tokens[..., None], -1.0).argmax(-1)
 
 
 def pick_drafts(accept: Acceptance, logits: torch.Tensor) -> Drafts:
@@ -164,6 +179,21 @@ def branch_of(draft_logits: torch.Tensor, n_accepted: torch.Tensor, n_queries: i
     return per_branch[torch.arange(b, device=draft_logits.device), n_accepted]
 
 
+def following_branch(out: SpecLogits, layout: SpecLayout, verdict: Verdict) -> tuple[torch.Tensor, torch.Tensor]:
+    """The logits (b, w, V) to draft the next drafts from, and (b,) whether they are an anchored
+    branch's: where the verifier stopped at a query whose anchor (the draft's runner-up) is the
+    token it gave, the block drafted after that token; elsewhere the block of masks after the query."""
+    a = verdict.n_accepted
+    logits = branch_of(out.draft, a, layout.n_queries)
+    m = layout.n_anchored
+    if not m:
+        return logits, torch.zeros_like(a, dtype=torch.bool)
+    at = a.clamp(max=m - 1)
+    hit = (a < m) & (layout.anchors.gather(1, at[:, None])[:, 0] == verdict.token)
+    anchored = branch_of(out.anchored, at, m)
+    return torch.where(hit[:, None, None], anchored, logits), hit
+
+
 @torch.inference_mode()
 def decode_self_speculative(backend: Speculator, page, regions, params: DecodeParams,
                             progress: ProgressFn | None = None, snapshot: Snapshot | None = None) -> Trace:
@@ -177,22 +207,26 @@ def decode_self_speculative(backend: Speculator, page, regions, params: DecodePa
     run.extra_params["prefill_block"] = 1 if backend.prefill_follows_block_length else None
     accept = Acceptance(params, run.generator, backend.mask_id)
     w, cyc = params.draft_length, Cycle(run)
+    runner_ups = params.draft_branches == "runner-up"
     drafts = pending = None
     while not cyc.over():
         b = len(cyc.rows)
         if pending is None:
-            clean, queries_from = torch.zeros(b, 0, dtype=torch.long, device=backend.device), 0
+            clean, queries_from, anchors = torch.zeros(b, 0, dtype=torch.long, device=backend.device), 0, None
         else:
             clean, queries_from = torch.cat([pending[:, None], drafts.tokens], 1), 1
-        layout = SpecLayout(clean, torch.full((b,), clean.shape[1], device=backend.device), queries_from, w, branched=True)
+            anchors = drafts.runner_ups() if runner_ups and drafts.k else None
+        layout = SpecLayout(clean, torch.full((b,), clean.shape[1], device=backend.device), queries_from, w,
+                            branched=True, anchors=anchors)
         out = backend.spec_forward(ctx, cyc.rows, layout)
         if drafts is None:
             drafts = Drafts.none(b, out.verify.shape[-1], backend.device)
         verdict = accept(drafts.tokens, drafts.conf, drafts.q, out.verify)
         backend.keep(ctx, cyc.rows, verdict.n_accepted + queries_from)
-        following = pick_drafts(accept, branch_of(out.draft, verdict.n_accepted, layout.n_queries))
+        logits, anchored = following_branch(out, layout, verdict)
+        following = pick_drafts(accept, logits).cut(params.draft_floor)
         forward = cyc.tick(b)
-        run.count_speculation(draft_forwards=b)
+        run.count_speculation(draft_forwards=b, anchor_hits=int(anchored.sum()))
         goes_on = cyc.settle(verdict, drafts, forward, None, following)
         pending, drafts = verdict.token[goes_on], following.rows(goes_on)
         cyc.keep_rows(goes_on)
