@@ -45,6 +45,27 @@ def test_sweep_grid_has_one_point_per_setting(tiny_models):
     assert table.count("\n") == 2 + 1 + 4
 
 
+def test_draft_sweep_grid_is_checked_against_the_references(tiny_models):
+    from mudiff_viz.bench.speed import draft_sweep_table, run_draft_sweep
+    from mudiff_viz.decoding.settings import DecodeParams
+
+    sweep = run_draft_sweep(str(tiny_models["diffusion"]), str(tiny_models["ar"]), n_pages=1, draft_lengths=(2,),
+                            branches=("masks", "runner-up"), floors=(0.0, 0.5), params=DecodeParams(max_new_tokens=12),
+                            log=lambda m: None)
+    grid = [(p["decoder"], p.get("draft_branches"), p.get("draft_floor")) for p in sweep["points"]]
+    assert grid == [("self-speculative", "masks", 0.0), ("self-speculative", "masks", 0.5),
+                    ("self-speculative", "runner-up", 0.0), ("self-speculative", "runner-up", 0.5),
+                    ("speculative", None, None)]
+    assert all(p["equal_to_reference"] for p in sweep["points"])  # every variant is exact
+    assert draft_sweep_table(sweep).count("\n") == 2 + 2 + 5
+
+
+def test_draft_sweep_refuses_an_unknown_branch_kind(capsys):
+    assert cli_main(["sweep", "--draft-lengths", "2", "--branches", "sideways"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: unknown draft branches 'sideways'") and "\n" not in err
+
+
 @pytest.fixture(scope="module")
 def quick_bench(tiny_models, tmp_path_factory):
     """One ``bench --quick`` through the CLI, its size shrunk to one page and one timed pass (the

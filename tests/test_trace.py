@@ -233,3 +233,27 @@ def test_clock_bound_is_one_rule_for_files_and_built_traces(trace):
     edge.steps[-1].forward = bound
     with pytest.raises(UserInputError, match=f"its clock has {bound + 1} forwards"):
         check_clock(edge)
+
+
+def test_the_recorder_pauses_the_garbage_collector_only_while_it_makes_records():
+    """Records are made with the cyclic collector off (it walked the whole heap every few thousand
+    lists); pauses nest, and the collector comes back as it was."""
+    import gc
+
+    from mudiff_viz.decoding.observers import collector_paused
+
+    assert gc.isenabled()
+    seen = []
+    with collector_paused():
+        seen.append(gc.isenabled())
+        with collector_paused():
+            seen.append(gc.isenabled())
+        seen.append(gc.isenabled())
+    assert seen == [False, False, False] and gc.isenabled()
+    gc.disable()
+    try:  # a collector someone else turned off stays off
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

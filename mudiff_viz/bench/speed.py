@@ -333,14 +333,18 @@ def sweep_table(sweep: dict) -> str:
 
 
 def run_draft_sweep(model: str = "nano", ar_model: str | None = None, n_pages: int = 4, draft_lengths=(2, 4, 8, 16),
-                    decoders=("self-speculative", "speculative"), one_region_at_a_time: bool = False, log=print) -> dict:
+                    decoders=("self-speculative", "speculative"), one_region_at_a_time: bool = False, log=print,
+                    branches: tuple[str, ...] | None = None, floors: tuple[float, ...] | None = None,
+                    params: DecodeParams | None = None) -> dict:
     """The draft length's curve: per decoder and draft length, tokens per forward (every forward of
     every model), tokens per verify forward, acceptance, CER and decode time, beside the reference
     decodes they must equal token for token (the diffusion model's block-length-1 decode for
-    ``self-speculative``, AR for ``speculative``), on the benchmark's pages."""
+    ``self-speculative``, AR for ``speculative``), on the benchmark's pages. ``branches`` and
+    ``floors`` (default: the knobs' defaults) make the self-speculative points a grid over the
+    ``draft_branches`` and ``draft_floor`` knobs as well. ``params``: the other settings (default: ours)."""
     pages = bench_pages(n_pages)
     ar_model = ar_model or model
-    base = DecodeParams()
+    base = params or DecodeParams()
 
     def ids(trace) -> list[list[int]]:
         return [[t.id for t in r.tokens] for r in trace.regions]
@@ -367,15 +371,18 @@ def run_draft_sweep(model: str = "nano", ar_model: str | None = None, n_pages: i
     for name, r in refs.items():
         log(f"reference of {name}: tpf {r['tokens_per_forward']:.2f}, CER {100 * r['cer']:.2f}%, decode {r['decode_s']:.2f}s")
     points = []
+    grid = [{"draft_branches": b, "draft_floor": f} for b in (branches or (base.draft_branches,))
+            for f in (floors or (base.draft_floor,))]
     for decoder in decoders:
         for w in draft_lengths:
-            knobs = {"draft_length": w, **({"verifier": ar_model} if decoder == "speculative" else {})}
-            p = measure(decoder, model, replace(base, more={**base.more, **knobs}))
-            ref = refs[decoder]
-            point = {"decoder": decoder, "draft_length": w, "equal_to_reference": p.pop("ids") == ref["ids"],
-                     "speedup_vs_reference": ref["decode_s"] / max(1e-9, p["decode_s"]), **p}
-            points.append(point)
-            log(f"{decoder} draft {w}: " + json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in point.items()}))
+            for variant in (grid if decoder == "self-speculative" else [{}]):
+                knobs = {"draft_length": w, **variant, **({"verifier": ar_model} if decoder == "speculative" else {})}
+                p = measure(decoder, model, replace(base, more={**base.more, **knobs}))
+                ref = refs[decoder]
+                point = {"decoder": decoder, "draft_length": w, **variant, "equal_to_reference": p.pop("ids") == ref["ids"],
+                         "speedup_vs_reference": ref["decode_s"] / max(1e-9, p["decode_s"]), **p}
+                points.append(point)
+                log(f"{decoder} draft {w}: " + json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in point.items()}))
     for r in refs.values():
         r.pop("ids")
     return {"model": model, "ar_model": ar_model, "pages": n_pages, "one_region_at_a_time": one_region_at_a_time,
@@ -385,12 +392,13 @@ def run_draft_sweep(model: str = "nano", ar_model: str | None = None, n_pages: i
 
 
 def draft_sweep_table(sweep: dict) -> str:
-    lines = ["| decoder | draft length | tokens/forward | tokens/verify forward | acceptance | CER % | decode time vs reference | equal to reference |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| decoder | draft length | branches | floor | tokens/forward | tokens/verify forward | acceptance | CER % | decode time vs reference | equal to reference |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in sweep["references"].items():
-        lines.append(f"| reference of {name}: {r['decoder']} | - | {r['tokens_per_forward']:.2f} | - | - | {100 * r['cer']:.2f} | 1.00x | - |")
+        lines.append(f"| reference of {name}: {r['decoder']} | - | - | - | {r['tokens_per_forward']:.2f} | - | - | {100 * r['cer']:.2f} | 1.00x | - |")
     for p in sweep["points"]:
-        lines.append(f"| {p['decoder']} | {p['draft_length']} | {p['tokens_per_forward']:.2f} | "
+        lines.append(f"| {p['decoder']} | {p['draft_length']} | {p.get('draft_branches', '-')} | {p.get('draft_floor', '-')} | "
+                     f"{p['tokens_per_forward']:.2f} | "
                      f"{p.get('tokens_per_verify_forward', 0):.2f} | {p.get('acceptance', 0):.3f} | {100 * p['cer']:.2f} | "
                      f"{p['speedup_vs_reference']:.2f}x faster | {'yes' if p['equal_to_reference'] else 'NO'} |")
     return "\n".join(lines) + "\n"

@@ -11,7 +11,8 @@ from pathlib import Path
 from mudiff_viz.bench.speed import (DECODERS, FULL, QUICK, draft_sweep_table, ratio_text, run_bench, run_draft_sweep, run_sweep,
                                     sweep_figure, sweep_table)
 from mudiff_viz.cli.common import add_knob_flags, knobs_from
-from mudiff_viz.decoding.settings import DecodeParams
+from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.decoding.settings import KNOB, DecodeParams
 
 
 def register(sub) -> None:
@@ -40,6 +41,8 @@ def register(sub) -> None:
     s.add_argument("--threads", type=int, default=2)
     s.add_argument("--draft-lengths", help="instead: sweep the draft-and-verify decoders' draft length (e.g. 2,4,8,16)")
     s.add_argument("--one-region-at-a-time", action="store_true", help="with --draft-lengths: the latency regime")
+    s.add_argument("--branches", help="with --draft-lengths: self-speculative draft branches to sweep too (e.g. masks,runner-up)")
+    s.add_argument("--floors", help="with --draft-lengths: self-speculative draft floors to sweep too (e.g. 0,0.1)")
     s.add_argument("--out", default="docs/results/bench/sweep")
     s.set_defaults(func=cmd_sweep)
 
@@ -114,14 +117,31 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def _knob_values(name: str, text: str | None) -> tuple | None:
+    """A comma-separated list of one knob's values, each checked as the knob checks a flag."""
+    if not text:
+        return None
+    knob = KNOB[name]
+    values = tuple(knob.kind(x.strip()) for x in text.split(","))
+    for v in values:
+        knob.check(v)
+    return values
+
+
 def _draft_sweep(args) -> int:
     try:
         lengths = tuple(int(x) for x in args.draft_lengths.split(","))
     except ValueError:
         print(f"error: --draft-lengths must be comma-separated integers, got {args.draft_lengths!r}", file=sys.stderr)
         return 2
+    try:
+        branches = _knob_values("draft_branches", args.branches)
+        floors = _knob_values("draft_floor", args.floors)
+    except (UserInputError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     sweep = run_draft_sweep(args.model, args.ar_model, args.pages, lengths, one_region_at_a_time=args.one_region_at_a_time,
-                            log=lambda m: print(m, file=sys.stderr))
+                            log=lambda m: print(m, file=sys.stderr), branches=branches, floors=floors)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "draft-sweep.json").write_text(json.dumps(sweep, indent=2) + "\n")

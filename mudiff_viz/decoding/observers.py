@@ -15,6 +15,9 @@ decode without the recorder (as diffusers' callbacks or transformers' streamers,
 
 from __future__ import annotations
 
+import gc
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
@@ -97,9 +100,7 @@ class StepRecorder(DecodeObserver):
 
     def on_step(self, run: "DecodeRun", step: StepEvent | SpecEvent) -> None:
         if isinstance(step, SpecEvent):
-            if self.spec_pending and self.spec_pending[0].width != step.width:
-                self.flush(run.clock.time_of)  # one batch of records per width
-            self.spec_pending.append(step)
+            self.spec_pending.append(step)  # widths differ (drafts cut by the draft floor): padded at the flush
         else:
             if self.pending and self.pending[0].masked.shape[1] != step.masked.shape[1]:
                 self.flush(run.clock.time_of)  # one batch of records per block length
@@ -116,12 +117,42 @@ class StepRecorder(DecodeObserver):
 
     def flush(self, time_of: Callable[[int], float]) -> None:
         """Move the pending records to the host in one transfer per field and expand them."""
-        if self.spec_pending:
-            self.steps += _spec_records(self.spec_pending, time_of)
-            self.spec_pending = []
-        if self.pending:
-            self.steps += _step_records(self.pending, time_of)
-            self.pending = []
+        with collector_paused():
+            if self.spec_pending:
+                self.steps += _spec_records(self.spec_pending, time_of)
+                self.spec_pending = []
+            if self.pending:
+                self.steps += _step_records(self.pending, time_of)
+                self.pending = []
+
+
+_pauses = 0
+_pause_lock = threading.Lock()
+
+
+@contextmanager
+def collector_paused():
+    """Python's cyclic garbage collector off while records are made: they are lists of numbers (no
+    cycles), and the tens of thousands made in one flush set off collections that walked the whole
+    heap, the models' objects and every record so far included: most of the cost of recording, and
+    erratic (tens of ms a time). Nested and concurrent pauses count; the last one out turns the
+    collector back on (if it was on)."""
+    global _pauses
+    with _pause_lock:
+        if _pauses == 0:
+            collector_paused.was_on = gc.isenabled()
+            gc.disable()
+        _pauses += 1
+    try:
+        yield
+    finally:
+        with _pause_lock:
+            _pauses -= 1
+            if _pauses == 0 and collector_paused.was_on:
+                gc.enable()
+
+
+collector_paused.was_on = True
 
 
 def _cat(events: list, get: Callable) -> np.ndarray:
@@ -141,8 +172,23 @@ def _step_records(events: list[StepEvent], time_of: Callable[[int], float]) -> l
                                                           p.out.top_i), meta, time_of)
 
 
+def _padded(events: list[SpecEvent]) -> list[SpecEvent]:
+    """The events at one width, the widest's: the entries added are not ``valid`` (so leave no record)."""
+    width = max(e.width for e in events)
+    if all(e.width == width for e in events):
+        return events
+
+    def pad(t: torch.Tensor, n: int) -> torch.Tensor:
+        return torch.nn.functional.pad(t, (0, 0, 0, n) if t.dim() == 3 else (0, n))
+
+    fields = ("positions", "valid", "candidates", "confidences", "committed", "verdicts", "drafts", "top_p", "top_i")
+    return [e if e.width == width else SpecEvent(e.rows, **{f: pad(getattr(e, f), width - e.width) for f in fields},
+                                                 forward=e.forward, block=e.block, role=e.role) for e in events]
+
+
 def _spec_records(events: list[SpecEvent], time_of: Callable[[int], float]) -> list[StepRecord]:
     """Draft-and-verify forwards: each row's entries, with their verdicts and the drafts verified."""
+    events = _padded(events)
     valid, positions = _cat(events, lambda e: e.valid), _cat(events, lambda e: e.positions)
     verdicts, drafts = _cat(events, lambda e: e.verdicts), _cat(events, lambda e: e.drafts)
     meta = [dict(forward=e.forward, block=e.block, role=e.role) for e in events for _ in range(e.rows.numel())]
@@ -163,6 +209,12 @@ def _records(events: list, valid: np.ndarray, positions: np.ndarray, fields: Cal
     n_kept = np.maximum((top_p >= 0.0005).sum(-1), 1)
     top_p = np.round(top_p.astype(np.float64), 3)  # display precision
     conf = rnd_array(conf)
+    times: dict[int, float] = {}
+    for m in meta:
+        if m["forward"] not in times:
+            times[m["forward"]] = rnd(time_of(m["forward"]))
+    if valid.all():  # AR, and most draft-and-verify batches: every row whole, so lists made at once
+        return _whole_records(rows, positions, cand, conf, committed, top_p, top_i, n_kept, meta, times, per_row)
     steps = []
     for i, m in enumerate(meta):
         cols = np.flatnonzero(valid[i])
@@ -172,10 +224,26 @@ def _records(events: list, valid: np.ndarray, positions: np.ndarray, fields: Cal
         topk = [list(map(list, zip(ti[:n], tp[:n])))
                 for ti, tp, n in zip(top_i[i, cols].tolist(), top_p[i, cols].tolist(), n_kept[i, cols].tolist())]
         steps.append(StepRecord(
-            region=int(rows[i]), time_s=rnd(time_of(m["forward"])), positions=positions[i, cols].tolist(),
+            region=int(rows[i]), time_s=times[m["forward"]], positions=positions[i, cols].tolist(),
             candidates=cand[i, cols].tolist(), confidences=conf[i, cols].tolist(),
             committed=committed[i, cols].astype(int).tolist(), topk=topk, **m, **extra,
         ))
+    return steps
+
+
+def _whole_records(rows, positions, cand, conf, committed, top_p, top_i, n_kept, meta, times,
+                   per_row) -> list[StepRecord]:
+    """:func:`_records` where every entry is valid: each field becomes Python lists in one call and
+    each record takes its row (no per-record numpy indexing: AR makes a record per row and token)."""
+    cols = {"positions": positions.tolist(), "candidates": cand.tolist(), "confidences": conf.tolist(),
+            "committed": committed.astype(int).tolist(), **{k: v.tolist() for k, v in (per_row or {}).items()}}
+    top_i, top_p, n_kept = top_i.tolist(), top_p.tolist(), n_kept.tolist()
+    names = list(cols)
+    steps = []
+    for i, m in enumerate(meta):
+        topk = [[[a, b] for a, b in zip(ids[:n], ps[:n])] for ids, ps, n in zip(top_i[i], top_p[i], n_kept[i])]
+        steps.append(StepRecord(region=int(rows[i]), time_s=times[m["forward"]], topk=topk,
+                                **{k: cols[k][i] for k in names}, **m))
     return steps
 
 
