@@ -4,6 +4,7 @@
     python -m nano_training.evaluate --pair nano-char --out docs/results/nano-eval/nano-char-eval.json
     python -m nano_training.evaluate --pair nano-subword --no-ar --strategy left_to_right --out ltr.json
     python -m nano_training.evaluate --pair nano --no-ar --thresholds 0.95 --scans=-4,-2,0,2,4 --out scans.json
+    python -m nano_training.evaluate --pair nano-subword --no-ar --no-diffusion --self-speculative masks,runner-up --out ss.json
 
 ``--strategy left_to_right`` reads the diffusion twin one token per step at the frontier: how well
 the same weights read when the sampler never commits a token further into a block.
@@ -34,7 +35,7 @@ import torch
 
 from mudiff_viz.core.metrics import cer, first_step_share, mean_steps_per_block
 from mudiff_viz.decoding.pipeline import decode_page
-from mudiff_viz.decoding.settings import DecodeParams
+from mudiff_viz.decoding.settings import BRANCHES, DecodeParams
 from mudiff_viz.decoding.strategies import strategy_names
 from mudiff_viz.inputs import synth
 from mudiff_viz.inputs.page import Page
@@ -90,20 +91,30 @@ def twin_spec(pair: str, decoder: str) -> str:
 
 
 def run(pair: str, pages, thresholds=THRESHOLDS, params: DecodeParams | None = None, log=print,
-        with_ar: bool = True, references: dict[str, str] | None = None) -> list[dict]:
+        with_ar: bool = True, references: dict[str, str] | None = None, self_speculative: tuple[str, ...] = ()) -> list[dict]:
     """One row per (page, setting). A setting is ``ar`` or ``diffusion@THRESHOLD`` (each threshold
     replacing ``params.threshold``), with the strategy appended when it is not the release's default
-    (``diffusion@0.95/left_to_right``). ``params``: the other decode settings (default: the release's).
+    (``diffusion@0.95/left_to_right``), or ``self-speculative/BRANCHES`` (the diffusion twin drafting
+    and verifying itself, its tokens its block-length-1 decode's; one setting per ``draft_branches``
+    value in ``self_speculative``). ``params``: the other decode settings (default: the release's).
     ``references``: the reference text by page label, for pages without a text layer (scans)."""
     rows = []
     base = params or DecodeParams()
     suffix = "" if base.strategy == "low_confidence_dynamic" else f"/{base.strategy}"
-    for decoder, thr in ([("ar", None)] if with_ar else []) + [("diffusion", t) for t in thresholds]:
-        setting = "ar" if decoder == "ar" else f"diffusion@{thr}{suffix}"
-        params = base if thr is None else replace(base, threshold=thr)
+    runs = ([("ar", None)] if with_ar else []) + [("diffusion", t) for t in thresholds]
+    runs += [("self-speculative", b) for b in self_speculative]
+    for decoder, thr in runs:
+        if decoder == "self-speculative":
+            setting = f"self-speculative/{thr}"
+            params = replace(base, more={**base.more, "draft_branches": thr})
+            decoder_spec = "diffusion"
+        else:
+            setting = "ar" if decoder == "ar" else f"diffusion@{thr}{suffix}"
+            params = base if thr is None else replace(base, threshold=thr)
+            decoder_spec = decoder
         for label, page in pages:
             t0 = time.perf_counter()
-            trace = decode_page(page, model=twin_spec(pair, decoder), decoder=decoder, params=params)
+            trace = decode_page(page, model=twin_spec(pair, decoder_spec), decoder=decoder, params=params)
             ref = references.get(label) if references else None
             rows.append(page_row(label, page, setting, trace, time.perf_counter() - t0, ref))
         log(f"{setting} {json.dumps(summarize(rows, setting))}")
@@ -132,11 +143,11 @@ def summarize(rows: list[dict], setting: str, prefix: str = "", suffix: str = ""
 
 
 def per_font_settings(settings: list[str]) -> list[str]:
-    """The settings broken down per font: the AR twin and the diffusion twin at 0.95 (or, if 0.95
-    was not run, its first threshold)."""
-    diffusion = [s for s in settings if s != "ar"]
+    """The settings broken down per font: the AR twin, the diffusion twin at 0.95 (or, if 0.95
+    was not run, its first threshold) and every self-speculative setting."""
+    diffusion = [s for s in settings if s.startswith("diffusion")]
     headline = next((s for s in diffusion if s.split("/")[0] == "diffusion@0.95"), diffusion[0] if diffusion else None)
-    return [s for s in settings if s in ("ar", headline)]
+    return [s for s in settings if s in ("ar", headline) or s.startswith("self-speculative")]
 
 
 def main(argv=None) -> None:
@@ -151,6 +162,8 @@ def main(argv=None) -> None:
     ap.add_argument("--no-diffusion", action="store_true", help="skip the diffusion twin (the AR twin alone)")
     ap.add_argument("--scans", default="", metavar="ANGLES",
                     help="read photographed JPEGs of the pages at these angles (comma-separated degrees) instead of the renders")
+    ap.add_argument("--self-speculative", default="", metavar="BRANCHES",
+                    help="also the self-speculative decoder with these draft branches (comma-separated: masks, runner-up)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
@@ -160,11 +173,14 @@ def main(argv=None) -> None:
         angles = [float(x) for x in args.scans.split(",")] if args.scans else []
     except ValueError:
         ap.error(f"--thresholds and --scans: comma-separated numbers, got {args.thresholds!r}, {args.scans!r}")
+    self_spec = tuple(b for b in args.self_speculative.split(",") if b)
+    if any(b not in BRANCHES for b in self_spec):
+        ap.error(f"--self-speculative: draft branches among {', '.join(BRANCHES)}, got {args.self_speculative!r}")
     params = DecodeParams(block_length=args.block_length, steps=args.block_length, strategy=args.strategy)
     pages, references = eval_pages(args.pages_per_font), None
     if angles:
         pages, references = scan_pages(pages, angles)
-    rows = run(args.pair, pages, thresholds, params, with_ar=args.with_ar, references=references)
+    rows = run(args.pair, pages, thresholds, params, with_ar=args.with_ar, references=references, self_speculative=self_spec)
     settings = list(dict.fromkeys(r["setting"] for r in rows))
     report = {
         "pair": args.pair,

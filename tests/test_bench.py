@@ -108,6 +108,10 @@ def test_bench_reports_every_key_in_both_regimes(quick_bench):
         assert 0.0 <= entry["acceptance"] <= 1.0
         assert f"{d.replace('-', '_')}_speedup_vs_ar_page_batch" in result["spreads"]
     assert "self_speculative_recording_overhead_one_region" in result["spreads"]
+    # the recorder's own time, inside the recorded runs: a share of the wall time, for every decoder
+    for regime, shares in result["recording_share"].items():
+        assert set(shares) == set(result["decoders"]) and all(0.0 < v < 1.0 for v in shares.values()), (regime, shares)
+    assert "recording's share of the wall time (page_batch)" in quick_bench["printed"]
 
 
 def test_bench_cli_quick_writes_json(quick_bench):
@@ -155,3 +159,26 @@ def test_evaluate_cli_writes_its_report_and_rejects_bad_thresholds(tiny_models, 
     report = json.loads(out.read_text())
     assert list(report["all"]) == ["diffusion@0.9/left_to_right"] and report["setup"]["strategy"] == "left_to_right"
     assert all(list(v) == ["diffusion@0.9/left_to_right"] for v in report["per_font"].values())
+
+
+def test_evaluate_reads_pages_with_the_self_speculative_decoder(tiny_models, tmp_path):
+    """``--self-speculative masks,runner-up``: one setting per draft branches, each the diffusion
+    twin's block-length-1 decode (the same edits on every page), per font as well."""
+    import shutil
+
+    from nano_training.evaluate import main
+
+    prefix = tmp_path / "cand"
+    for kind in ("ar", "diffusion"):
+        shutil.copytree(tiny_models[kind], f"{prefix}-{kind}")
+    with pytest.raises(SystemExit) as err:
+        main(["--pair", str(prefix), "--self-speculative", "sideways", "--out", str(tmp_path / "x.json")])
+    assert err.value.code == 2 and not (tmp_path / "x.json").exists()
+    out = tmp_path / "ss.json"
+    main(["--pair", str(prefix), "--pages-per-font", "1", "--no-ar", "--no-diffusion", "--self-speculative",
+          "masks,runner-up", "--threads", "1", "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert list(report["all"]) == ["self-speculative/masks", "self-speculative/runner-up"]
+    by = {s: [(r["page"], r["edits"], r["tokens"]) for r in report["rows"] if r["setting"] == s] for s in report["all"]}
+    assert by["self-speculative/masks"] == by["self-speculative/runner-up"] and len(by["self-speculative/masks"]) == 3
+    assert all(list(v) == list(report["all"]) for v in report["per_font"].values())

@@ -173,12 +173,12 @@ def test_metrics_are_typed(trace, mutation, message):
 
 
 def test_optional_metrics_are_absent_when_unset(trace):
-    """cer, regions_decoded and truncated are keys only when they have a value, in one fixed order."""
+    """recording_s, cer, regions_decoded and truncated are keys only when they have a value, in one fixed order."""
     from mudiff_viz.core.trace import Metrics
 
     d = trace.to_dict()["metrics"]
     assert list(d) == ["nfe", "commit_passes", "batched_forwards", "tokens", "text_chars", "tokens_per_forward",
-                       "wall_s", "prefill_s", "decode_s", "time_to_first_token_s"]  # the fixed backend's page has no truth
+                       "wall_s", "prefill_s", "decode_s", "time_to_first_token_s", "recording_s"]  # the page has no truth
     assert "cer" not in trace.metrics and trace.metrics.cer is None and dict(trace.metrics) == d
     full = copy.deepcopy(trace)
     full.metrics.truncated, full.metrics.cer, full.metrics.regions_decoded = "time limit of 1 s", 0.25, 2

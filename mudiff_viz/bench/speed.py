@@ -95,7 +95,7 @@ def _regime(pages, variants: dict, repeats, sequential, log, name):
             t = runs[v][0]
             m = t.metrics
             row[v].update(tokens=m.tokens, nfe=m.nfe, tokens_per_forward=m.tokens_per_forward, cer=m.cer,
-                          trace_bytes=len(t.to_json().encode()))
+                          trace_bytes=len(t.to_json().encode()), recording_s=[x.metrics.recording_s for x in runs[v]])
             if m.get("verify_forwards") is not None:
                 row[v].update(verify_forwards=m.verify_forwards, draft_forwards=m.draft_forwards, drafted=m.drafted,
                               accepted=m.accepted)
@@ -183,6 +183,9 @@ def run_bench(model: str = "nano", n_pages: int = FULL["n_pages"], repeats: int 
                 entry["speedup_vs_ar_wall"] = ratio_stats(rows, ("ar", "wall_s"), (d, "wall_s"))
             if norec(d) in variants:
                 entry["recording_overhead"] = ratio_stats(rows, (d, "wall_s"), (norec(d), "wall_s"))
+            # the recorder's own time inside the recorded runs: immune to the machine's speed drifting
+            # between the recorded and unrecorded runs, which the on/off ratio is not
+            entry["recording_share"] = total(rows, d, "recording_s") / max(1e-9, total(rows, d, "wall_s"))
             if "verify_forwards" in rows[0][d]:
                 verify = sum(r[d]["verify_forwards"] for r in rows)
                 drafted = sum(r[d]["drafted"] for r in rows)
@@ -232,6 +235,8 @@ def run_bench(model: str = "nano", n_pages: int = FULL["n_pages"], repeats: int 
         "speedup_vs_ar_page_batch": batch["speedup_vs_ar"],
         "recording_overhead": batch["recording_overhead"],
         "recording_overhead_one_region": head["recording_overhead"],
+        "recording_share": {regime: {d: e["recording_share"] for d, e in summary[regime]["decoders"].items()}
+                            for regime in summary},
         "spreads": spreads,
         "first_frame": first_frame(pages, model, params),
         "trace_bytes_per_token": batch["trace_bytes_per_token"],

@@ -72,6 +72,8 @@ def cmd_bench(args) -> int:
     print(json.dumps({k: result[k] for k in keys}, indent=1))
     for name, stats in result["spreads"].items():
         print(f"{name}: {ratio_text(stats)}")
+    for regime, shares in result["recording_share"].items():
+        print(f"recording's share of the wall time ({regime}): " + ", ".join(f"{d} {100 * v:.1f}%" for d, v in shares.items()))
     ff = result["first_frame"]
     print(f"first frame after the prefill: median {ff['median_after_prefill_s']:.2f} s, max {ff['max_after_prefill_s']:.2f} s")
     return 0

@@ -187,6 +187,7 @@ class Metrics(Mapping):
     prefill_s: float  # vision encoder + prompt prefill
     decode_s: float  # wall_s - prefill_s
     time_to_first_token_s: float  # the first commit's time
+    recording_s: float | None = when_set()  # seconds of wall_s spent making step records (absent: not recorded)
     regions_decoded: int | None = when_set()  # per-region decodes merged into this trace (decoding/sequential.py)
     draft_forwards: int | None = when_set()  # draft and verify: forwards (per sequence) that drafted ...
     verify_forwards: int | None = when_set()  # ... and that verified (a self-speculative forward does both; nfe counts it once)

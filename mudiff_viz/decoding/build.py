@@ -6,6 +6,8 @@ decodes back to back (decoding/sequential.py), so both count forwards, tokens an
 
 from __future__ import annotations
 
+import time
+
 from dataclasses import replace
 
 from mudiff_viz.core import align
@@ -19,12 +21,13 @@ SPECULATION = ("draft_forwards", "verify_forwards", "drafted", "accepted", "anch
 def run_metrics(
     regions: list[RegionRecord], seq_forwards: int, commit_passes: int, batched_forwards: int, wall_s: float,
     prefill_s: float, text: str, gt_text: str | None, truncated: str | None = None, regions_decoded: int | None = None,
-    speculation: dict[str, int] | None = None,
+    speculation: dict[str, int] | None = None, recording_s: float | None = None,
 ) -> Metrics:
     """Counts and times of a decode (docs/trace.md#conventions): ``nfe`` counts forwards per
     sequence (denoising forwards plus block-commit passes; a draft-and-verify decode's every forward
     of every model), so batching does not inflate ``tokens_per_forward``; ``batched_forwards``
-    counts the model calls. ``speculation``: the draft-and-verify counts (:data:`SPECULATION`)."""
+    counts the model calls. ``speculation``: the draft-and-verify counts (:data:`SPECULATION`).
+    ``recording_s``: the seconds of ``wall_s`` spent making step records (None: not recorded)."""
     n_tokens = sum(len(r.tokens) for r in regions)
     nfe = seq_forwards + commit_passes
     return Metrics(
@@ -41,6 +44,7 @@ def run_metrics(
         regions_decoded=regions_decoded,
         cer=None if gt_text is None else rnd(cer(text, gt_text)),
         truncated=truncated or None,
+        recording_s=None if recording_s is None else rnd(recording_s),
         **(speculation or {}),
     )
 
@@ -102,12 +106,14 @@ def build_trace(run, ctx) -> Trace:
             kind=region.kind, n_generated=full.n_generated, prefill_s=rnd(clock.prefill_s),
         ))
     # every id the trace shows, in order of first appearance, each looked up once
+    t0 = time.perf_counter()
     seen = dict.fromkeys(int(tok_id) for s in run.steps for pairs in s.topk for tok_id, _ in pairs)
+    recording_s = run.recorder.seconds + time.perf_counter() - t0 if run.recorder else None
     seen.update(dict.fromkeys(t.id for r in records for t in r.tokens))
     vocab = {str(i): backend.token_text(i) for i in seen}
     text, gt_text = joined_text(records)
     metrics = run_metrics(records, run.seq_forwards, run.commit_passes, run.batched_forwards, wall, clock.prefill_s,
-                          text, gt_text, run.truncated, speculation=run.speculation)
+                          text, gt_text, run.truncated, speculation=run.speculation, recording_s=recording_s)
     return Trace(
         decoder=run.decoder, model=model_record(backend), params=run.trace_params(), page=page_record(run.page, run.regions),
         text=text, metrics=metrics, regions=records, steps=run.steps, gt_text=gt_text, vocab=vocab,

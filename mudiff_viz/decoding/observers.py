@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
@@ -97,6 +98,7 @@ class StepRecorder(DecodeObserver):
         self.pending: list[StepEvent] = []
         self.spec_pending: list[SpecEvent] = []
         self.steps: list[StepRecord] = []
+        self.seconds = 0.0  # spent making records (the trace's metrics.recording_s)
 
     def on_step(self, run: "DecodeRun", step: StepEvent | SpecEvent) -> None:
         if isinstance(step, SpecEvent):
@@ -117,6 +119,7 @@ class StepRecorder(DecodeObserver):
 
     def flush(self, time_of: Callable[[int], float]) -> None:
         """Move the pending records to the host in one transfer per field and expand them."""
+        t0 = time.perf_counter()
         with collector_paused():
             if self.spec_pending:
                 self.steps += _spec_records(self.spec_pending, time_of)
@@ -124,6 +127,7 @@ class StepRecorder(DecodeObserver):
             if self.pending:
                 self.steps += _step_records(self.pending, time_of)
                 self.pending = []
+        self.seconds += time.perf_counter() - t0
 
 
 _pauses = 0

@@ -124,6 +124,7 @@ def merge_traces(
         regions, int(sums["nfe"] - sums["commit_passes"]), int(sums["commit_passes"]), int(sums["batched_forwards"]),
         sums["wall_s"], sums["prefill_s"], text, gt_text, "; ".join(dict.fromkeys(reasons)) or None,
         regions_decoded=len(traces), speculation=speculation or None,
+        recording_s=sum(t.metrics.recording_s for t in traces) if all("recording_s" in t.metrics for t in traces) else None,
     )
     params = {**first.params, "n_regions": len(regions), **(extra_params or {})}
     applied = [t.params["repetition_applied"] for t in traces if "repetition_applied" in t.params]

@@ -100,11 +100,11 @@ KNOBS: list[Knob] = [
     Knob("acceptance", "exact", str, "Acceptance", "exact: keep a draft only where the verifier agrees (lossless); "
          "confidence: also keep a draft whose own confidence is at least the acceptance threshold (lossy)",
          choices=lambda: ACCEPTANCE, decoders=SPECULATIVE),
-    Knob("draft_branches", "masks", str, "Draft branches", "self-speculative: masks = the next drafts come from a "
+    Knob("draft_branches", "masks", str, "Draft branches", "masks = the next drafts come from a "
          "block of masks after each verify query; runner-up = also a block after each draft's runner-up token, used "
          "when the verifier's correction is that token (drafts made knowing it: more are kept, the forward is wider)",
          choices=lambda: BRANCHES, decoders=(SELF_SPEC,), advanced=True),
-    Knob("draft_floor", 0.1, float, "Draft floor", "self-speculative: drop the drafts past where the product of "
+    Knob("draft_floor", 0.1, float, "Draft floor", "drop the drafts past where the product of "
          "their confidences falls below this (0 = keep all draft-length of them): a narrower forward when the "
          "drafter doubts its later drafts", 0.0, 1.0, decoders=(SELF_SPEC,), step=0.01, advanced=True),
     Knob("accept_threshold", 0.9, float, "Acceptance threshold", "the lossy rule keeps drafts at least this confident",
