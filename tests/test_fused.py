@@ -16,7 +16,7 @@ from mudiff_viz.decoding.pipeline import decode_page
 from mudiff_viz.decoding.settings import DecodeParams
 from tests.fixed_backend import FixedBackend, FixedPage
 
-TIME_KEYS = {"time_s", "commit_time_s", "wall_s", "prefill_s", "decode_s", "time_to_first_token_s"}
+TIME_KEYS = {"time_s", "commit_time_s", "wall_s", "prefill_s", "decode_s", "time_to_first_token_s", "recording_s"}
 
 
 def timeless(trace: Trace) -> dict:
