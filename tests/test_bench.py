@@ -121,16 +121,22 @@ def test_bench_cli_quick_writes_json(quick_bench):
     assert "speedup_vs_ar_page_batch:" in quick_bench["printed"]
 
 
-def test_evaluate_runs_a_candidate_pair_from_a_path_prefix(tiny_models, tmp_path):
-    """``--pair P`` with directories P-ar and P-diffusion evaluates that pair, each decoder on its twin."""
+@pytest.fixture
+def prefix(tiny_models, tmp_path):
+    """A candidate pair not installed: the tiny twins copied to P-ar and P-diffusion; P."""
     import shutil
-
-    from mudiff_viz.decoding.settings import DecodeParams
-    from nano_training.evaluate import eval_pages, run, twin_spec
 
     prefix = tmp_path / "cand"
     for kind in ("ar", "diffusion"):
         shutil.copytree(tiny_models[kind], f"{prefix}-{kind}")
+    return prefix
+
+
+def test_evaluate_runs_a_candidate_pair_from_a_path_prefix(prefix):
+    """``--pair P`` with directories P-ar and P-diffusion evaluates that pair, each decoder on its twin."""
+    from mudiff_viz.decoding.settings import DecodeParams
+    from nano_training.evaluate import eval_pages, run, twin_spec
+
     assert twin_spec(str(prefix), "ar") == f"{prefix}-ar" and twin_spec("nano", "ar") == "nano"
     rows = run(str(prefix), eval_pages(1, fonts=("courier",)), thresholds=(0.95,), log=lambda _: None)
     assert [r["setting"] for r in rows] == ["ar", "diffusion@0.95"]
@@ -142,14 +148,9 @@ def test_evaluate_runs_a_candidate_pair_from_a_path_prefix(tiny_models, tmp_path
     assert 0 < ltr[0]["tokens"] <= ltr[0]["nfe"]  # one token per denoising step, at most
 
 
-def test_evaluate_cli_writes_its_report_and_rejects_bad_thresholds(tiny_models, tmp_path):
-    import shutil
-
+def test_evaluate_cli_writes_its_report_and_rejects_bad_thresholds(prefix, tmp_path):
     from nano_training.evaluate import main
 
-    prefix = tmp_path / "cand"
-    for kind in ("ar", "diffusion"):
-        shutil.copytree(tiny_models[kind], f"{prefix}-{kind}")
     with pytest.raises(SystemExit) as err:
         main(["--pair", str(prefix), "--thresholds", "0.9,high", "--out", str(tmp_path / "x.json")])
     assert err.value.code == 2 and not (tmp_path / "x.json").exists()
@@ -161,16 +162,11 @@ def test_evaluate_cli_writes_its_report_and_rejects_bad_thresholds(tiny_models, 
     assert all(list(v) == ["diffusion@0.9/left_to_right"] for v in report["per_font"].values())
 
 
-def test_evaluate_reads_pages_with_the_self_speculative_decoder(tiny_models, tmp_path):
+def test_evaluate_reads_pages_with_the_self_speculative_decoder(prefix, tmp_path):
     """``--self-speculative masks,runner-up``: one setting per draft branches, each the diffusion
     twin's block-length-1 decode (the same edits on every page), per font as well."""
-    import shutil
-
     from nano_training.evaluate import main
 
-    prefix = tmp_path / "cand"
-    for kind in ("ar", "diffusion"):
-        shutil.copytree(tiny_models[kind], f"{prefix}-{kind}")
     with pytest.raises(SystemExit) as err:
         main(["--pair", str(prefix), "--self-speculative", "sideways", "--out", str(tmp_path / "x.json")])
     assert err.value.code == 2 and not (tmp_path / "x.json").exists()
