@@ -244,6 +244,17 @@ class SpecLayout:
             ids[:, at] = self.anchors
         return ids, offsets
 
+    def split(self, after: torch.Tensor) -> "SpecLogits":
+        """The logits of the tokens after the clean ones (b, width - n, V), in :meth:`after_clean`'s
+        order, as SpecLogits: the verify queries', the draft blocks' and the anchored branches'
+        masks (their anchors dropped)."""
+        nq, nd, w = self.n_queries, self.n_draft_tokens, self.n_drafts
+        anchored = None
+        if self.n_anchored:
+            blocks = after[:, nq + nd :].reshape(after.shape[0], self.n_anchored, 1 + w, -1)
+            anchored = blocks[:, :, 1:].reshape(after.shape[0], -1, after.shape[-1])
+        return SpecLogits(after[:, :nq], after[:, nq : nq + nd], anchored)
+
     def attention(self, with_queries: bool = True) -> torch.Tensor:
         """(b, T, T) bool, True = may attend, among the forward's tokens in the order
         [clean ; verify queries ; drafts (branch by branch)] (``with_queries=False``: an AR model,

@@ -167,12 +167,7 @@ class MinerUDiffusionBackend(MinerUBackend):
         if ctx.batched:
             raise UserInputError("MinerU-Diffusion drafts and verifies one region at a time (no batch)")
         _one_row(layout.clean)
-        logits = self.model.spec_forward(ctx.cache, layout, self.mask_id).float()
-        nq, nd, w = layout.n_queries, layout.n_draft_tokens, layout.n_drafts
-        anchored = None
-        if layout.n_anchored:  # the anchored branches' masks (their anchors dropped)
-            anchored = logits[:, nq + nd :].reshape(1, layout.n_anchored, 1 + w, -1)[:, :, 1:].reshape(1, -1, logits.shape[-1])
-        return SpecLogits(logits[:, :nq], logits[:, nq : nq + nd], anchored)
+        return layout.split(self.model.spec_forward(ctx.cache, layout, self.mask_id).float())
 
     def keep(self, ctx: DiffusionContext, rows: torch.Tensor, n_keep: torch.Tensor) -> None:
         ctx.cache.advance(int(n_keep[0]))

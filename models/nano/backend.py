@@ -202,29 +202,23 @@ class NanoBackend(TokenizedBackend):
             runs.append(masked_runs(~known).reshape(b, -1))
         logits = ctx.cache.forward_tentative(self.model, torch.cat(parts, 1), rows, torch.cat(pos, 1),
                                              layout.attention(with_queries=diffusion), torch.cat(runs, 1))
-        if diffusion:
-            nq = layout.n_queries
-            verify = logits[:, n : n + nq]
-            one = torch.ones(b * nq, 1, dtype=torch.bool, device=self.device)  # each query: a block of one MASK
-            verify = self.model.scale_block_logits(verify.reshape(b * nq, 1, verify.shape[-1]), one).view(verify.shape)
-        else:
-            verify = logits[:, layout.queries_from - 1 : n]
-        start = n + (layout.n_queries if diffusion else 0)
-        draft = logits[:, start : start + layout.n_draft_tokens]
-        anchored = logits[:, start + layout.n_draft_tokens :].reshape(b, m, 1 + w, -1) if m else None
+        if not diffusion:
+            return SpecLogits(logits[:, layout.queries_from - 1 : n], logits[:, :0])
+        out = layout.split(logits[:, n:])
+        nq, vocab = layout.n_queries, logits.shape[-1]
+        one = torch.ones(b * nq, 1, dtype=torch.bool, device=self.device)  # each query: a block of one MASK
+        verify = self.model.scale_block_logits(out.verify.reshape(b * nq, 1, vocab), one).view(out.verify.shape)
+        draft, anchored = out.draft, out.anchored
         if w and self.cfg.count_scales:  # each draft scaled by the masks before it in its block
-            blocks = draft.reshape(-1, w, draft.shape[-1])
-            if layout.branched:
+            blocks = draft.reshape(-1, w, vocab)
+            if layout.branched:  # the query is the block's first mask
                 blocks = torch.cat([torch.zeros_like(blocks[:, :1]), blocks], 1)
             masked = torch.ones(blocks.shape[:2], dtype=torch.bool, device=self.device)
             draft = self.model.scale_block_logits(blocks, masked)[:, layout.branched:].reshape(draft.shape)
-            if m:  # the anchor is known: its masks count from 0
-                flat = anchored.reshape(b * m, 1 + w, -1)
+            if m:  # after a known anchor, mask i has i masks before it, as in a block of masks alone
+                flat = anchored.reshape(-1, w, vocab)
                 masked = torch.ones(flat.shape[:2], dtype=torch.bool, device=self.device)
-                masked[:, 0] = False
                 anchored = self.model.scale_block_logits(flat, masked).view(anchored.shape)
-        if m:
-            anchored = anchored[:, :, 1:].reshape(b, m * w, -1)
         return SpecLogits(verify, draft, anchored)
 
     def keep(self, ctx: NanoContext, rows: torch.Tensor, n_keep: torch.Tensor) -> None:

@@ -116,7 +116,6 @@ class NanoCharBackend(TokenizedBackend):
         sits at rotary position k whether masked or known, so the query after ``clean[:j]`` is a MASK
         at clean token j's position (the diffusion twin) or the clean token before it (the AR twin)."""
         clean, n = layout.clean, layout.clean.shape[1]
-        b = clean.shape[0]
         diffusion = self.kind == "diffusion"
         if not diffusion and (layout.n_drafts or layout.queries_from < 1):
             raise ValueError("an AR model verifies after clean tokens only; it cannot draft")
@@ -131,11 +130,7 @@ class NanoCharBackend(TokenizedBackend):
                                              layout.attention(with_queries=diffusion))
         if not diffusion:
             return SpecLogits(logits[:, layout.queries_from - 1 : n], logits[:, :0])
-        nq, nd, w = layout.n_queries, layout.n_draft_tokens, layout.n_drafts
-        anchored = None
-        if layout.n_anchored:  # the anchored branches' masks (their anchors dropped)
-            anchored = logits[:, n + nq + nd :].reshape(b, layout.n_anchored, 1 + w, -1)[:, :, 1:].reshape(b, -1, logits.shape[-1])
-        return SpecLogits(logits[:, n : n + nq], logits[:, n + nq : n + nq + nd], anchored)
+        return layout.split(logits[:, n:])
 
     def keep(self, ctx: NanoContext, rows: torch.Tensor, n_keep: torch.Tensor) -> None:
         ctx.cache.keep(n_keep)
