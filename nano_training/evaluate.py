@@ -33,9 +33,10 @@ from pathlib import Path
 
 import torch
 
+from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.metrics import cer, first_step_share, mean_steps_per_block
 from mudiff_viz.decoding.pipeline import decode_page
-from mudiff_viz.decoding.settings import BRANCHES, DecodeParams
+from mudiff_viz.decoding.settings import KNOB, DecodeParams
 from mudiff_viz.decoding.strategies import strategy_names
 from mudiff_viz.inputs import synth
 from mudiff_viz.inputs.page import Page
@@ -173,9 +174,10 @@ def main(argv=None) -> None:
         angles = [float(x) for x in args.scans.split(",")] if args.scans else []
     except ValueError:
         ap.error(f"--thresholds and --scans: comma-separated numbers, got {args.thresholds!r}, {args.scans!r}")
-    self_spec = tuple(b for b in args.self_speculative.split(",") if b)
-    if any(b not in BRANCHES for b in self_spec):
-        ap.error(f"--self-speculative: draft branches among {', '.join(BRANCHES)}, got {args.self_speculative!r}")
+    try:
+        self_spec = KNOB["draft_branches"].values(args.self_speculative)
+    except UserInputError as exc:
+        ap.error(f"--self-speculative: {exc}")
     params = DecodeParams(block_length=args.block_length, steps=args.block_length, strategy=args.strategy)
     pages, references = eval_pages(args.pages_per_font), None
     if angles:

@@ -119,17 +119,6 @@ def cmd_sweep(args) -> int:
     return 0
 
 
-def _knob_values(name: str, text: str | None) -> tuple | None:
-    """A comma-separated list of one knob's values, each checked as the knob checks a flag."""
-    if not text:
-        return None
-    knob = KNOB[name]
-    values = tuple(knob.kind(x.strip()) for x in text.split(","))
-    for v in values:
-        knob.check(v)
-    return values
-
-
 def _draft_sweep(args) -> int:
     try:
         lengths = tuple(int(x) for x in args.draft_lengths.split(","))
@@ -137,9 +126,9 @@ def _draft_sweep(args) -> int:
         print(f"error: --draft-lengths must be comma-separated integers, got {args.draft_lengths!r}", file=sys.stderr)
         return 2
     try:
-        branches = _knob_values("draft_branches", args.branches)
-        floors = _knob_values("draft_floor", args.floors)
-    except (UserInputError, ValueError) as exc:
+        branches = KNOB["draft_branches"].values(args.branches) if args.branches else None
+        floors = KNOB["draft_floor"].values(args.floors) if args.floors else None
+    except UserInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     sweep = run_draft_sweep(args.model, args.ar_model, args.pages, lengths, one_region_at_a_time=args.one_region_at_a_time,

@@ -54,6 +54,17 @@ class Knob:
         if math.isnan(value) or (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
             raise UserInputError(f"{self.label.lower()} must be in {self.lo:g}..{self.hi:g}, got {value:g}")
 
+    def values(self, text: str) -> tuple:
+        """Comma-separated values of this knob (a sweep's list), each converted and checked as its
+        flag is."""
+        try:
+            values = tuple(self.kind(x.strip()) for x in text.split(",") if x.strip())
+        except ValueError:
+            raise UserInputError(f"{self.label.lower()}: comma-separated {self.kind.__name__} values, got {text!r}") from None
+        for v in values:
+            self.check(v)
+        return values
+
 
 KNOBS: list[Knob] = [
     Knob("block_length", 32, int, "Block length", "positions denoised together per block", 1, 1024, decoders=(DIFFUSION,), step=1,
