@@ -51,6 +51,10 @@ class Backend:
     batches_regions: bool = False  # True: all regions of a page decode as one batch; else one at a time
     can_batch_regions: bool = False  # True: decodes several regions as one batch when asked (batch_regions=True)
     prefill_follows_block_length: bool = False  # the prompt is prefilled in blocks of the decode's block length
+    # what a draft-and-verify decode of these weights drafts when the knobs leave it to the model
+    # (draft_length 0, draft_branches auto): the settings measured fastest (docs/speculative.md#the-models-own-draft-settings)
+    draft_length: int = 8
+    draft_branches: str = "masks"
     # the AR repetition rules its own client uses: {set name: {task: RepetitionRules fields}}, the
     # default set first (mudiff_viz/decoding/repetition.py; the ``repetition`` knob's ``auto``)
     client_repetition: dict[str, dict[str, dict[str, float]]] = {}

@@ -85,6 +85,65 @@ def test_runner_up_branches_and_the_draft_floor_keep_the_decode(pair, batch, sam
     assert max(widths) <= w and any(0 < n < w for n in widths)  # some forwards drafted fewer than w
 
 
+@pytest.mark.parametrize("pair", PAIRS)
+@pytest.mark.parametrize("batch", [True, False])
+def test_one_block_after_the_last_draft_keeps_the_decode(pair, batch, heldout):
+    """draft_branches=last: the next drafts come from one block after the last draft, so a row whose
+    drafts were not all kept has none; its next forward verifies nothing of the past and drafts
+    afresh. Fewer drafts, the same tokens (ragged rows in a page batch)."""
+    ref = decode_page(heldout, pair, "diffusion", make_params(block_length=1, steps=1), batch_regions=batch)
+    masks = decode_page(heldout, pair, "self-speculative", make_params(draft_length=6, draft_branches="masks"),
+                        batch_regions=batch)
+    last = decode_page(heldout, pair, "self-speculative", make_params(draft_length=6, draft_branches="last"),
+                       batch_regions=batch)
+    assert ids(last) == ids(ref) and ids(masks) == ids(ref)
+    assert check_invariants(last) == [] and last.params["draft_branches"] == "last"
+    m = last.metrics
+    assert m.drafted < masks.metrics.drafted and 0 < m.accepted <= m.drafted
+    assert m.draft_forwards == m.verify_forwards == m.nfe
+    verified = collections.Counter()  # per forward and region: the drafts its verdict judged
+    for s in last.steps:
+        verified[(s.forward, s.region)] += sum(d >= 0 for d, v in zip(s.drafts, s.verdicts) if v != DRAFTED)
+    assert 0 in verified.values() and max(verified.values()) == 6  # after a rejection: a forward with no drafts
+
+
+@pytest.mark.parametrize("pair, own", [("nano-char", "last"), ("nano-subword", "masks")])
+def test_draft_branches_auto_is_the_models_own(pair, own, sample):
+    auto = decode_page(sample, pair, "self-speculative", make_params(draft_length=4))
+    explicit = decode_page(sample, pair, "self-speculative", make_params(draft_length=4, draft_branches=own))
+    assert auto.params["draft_branches"] == own and ids(auto) == ids(explicit)
+    assert auto.metrics.drafted == explicit.metrics.drafted
+
+
+@pytest.mark.parametrize("pair, own", [("nano-char", 8), ("nano-subword", 4)])
+def test_draft_length_0_is_the_models_own_and_the_trace_records_it(pair, own, sample):
+    """The knob's default (0) drafts the length the drafter names (Backend.draft_length); the trace
+    records the length that ran, and an explicit length wins."""
+    auto = decode_page(sample, pair, "self-speculative", make_params())
+    explicit = decode_page(sample, pair, "self-speculative", make_params(draft_length=own))
+    assert auto.params["draft_length"] == own and ids(auto) == ids(explicit)
+    assert auto.metrics.nfe == explicit.metrics.nfe and auto.metrics.drafted == explicit.metrics.drafted
+    assert max(sum(v == DRAFTED for v in s.verdicts) for s in auto.steps) == own
+    spec = decode_page(sample, pair, "speculative", make_params(draft_floor=0.0))
+    assert spec.params["draft_length"] == own
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_the_draft_floor_narrows_the_speculative_decoders_verify_forwards(batch, sample):
+    """The speculative drafter's drafts cut where it doubts them: fewer drafts verified, the same
+    tokens (the AR decode's)."""
+    ar = decode_page(sample, "nano-subword", "ar", make_params(), batch_regions=batch)
+    full = decode_page(sample, "nano-subword", "speculative", make_params(draft_length=8, draft_floor=0.0),
+                       batch_regions=batch)
+    cut = decode_page(sample, "nano-subword", "speculative", make_params(draft_length=8, draft_floor=0.5),
+                      batch_regions=batch)
+    assert ids(full) == ids(ar) and ids(cut) == ids(ar)
+    assert check_invariants(cut) == []
+    assert cut.metrics.drafted < full.metrics.drafted and cut.params["draft_floor"] == 0.5
+    drafted = [sum(v == DRAFTED for v in s.verdicts) for s in cut.steps if s.role is None]
+    assert max(drafted) <= 8 and any(0 < n < 8 for n in drafted)
+
+
 def test_an_anchored_branch_sees_what_its_query_sees_and_itself():
     """SpecLayout with anchors: the anchor and its masks see the clean prefix of their query and each
     other; no query and no other branch sees them, and they see no query."""

@@ -39,6 +39,10 @@ def test_mineru_diffusion_self_speculative_is_its_block_length_1_decode(diffusio
     branched = decode_page(page, str(diffusion_dir), "self-speculative",
                            make_params(max_new_tokens=40, draft_length=4, draft_branches="runner-up", draft_floor=0.0))
     assert ids(branched) == ids(ref) and check_invariants(branched) == []  # runner-up branches: the same tokens
+    last = decode_page(page, str(diffusion_dir), "self-speculative",
+                       make_params(max_new_tokens=40, draft_length=4, draft_branches="last"))
+    assert ids(last) == ids(ref) and check_invariants(last) == []  # one block after the last draft: the same tokens
+    assert spec.params["draft_branches"] == "masks"  # auto: MinerU-Diffusion's own
 
 
 def test_mineru_diffusion_drafts_for_mineru25(diffusion_dir, ar_dir, page_png):

@@ -58,7 +58,7 @@ def test_the_test_rejects_a_rule_that_keeps_every_draft():
 
 
 @pytest.mark.parametrize("decoder, branches", [("self-speculative", "masks"), ("self-speculative", "runner-up"),
-                                               ("speculative", "masks")])
+                                               ("self-speculative", "last"), ("speculative", "masks")])
 def test_sampled_sequences_follow_the_verifier(decoder, branches):
     """3,000 independent rows of a Markov chain decoded three tokens deep: the sequences' frequencies
     match the chain's exact sequence probabilities (drafts come from another table; with runner-up
@@ -77,3 +77,5 @@ def test_sampled_sequences_follow_the_verifier(decoder, branches):
     assert trace.metrics.accepted < trace.metrics.drafted  # the drafts were really tested
     if branches == "runner-up":
         assert trace.metrics.anchor_hits > 0  # the anchored branches were really used
+    if branches == "last":  # rows whose drafts were not all kept verified nothing in their next forward
+        assert trace.metrics.drafted < trace.metrics.verify_forwards * 2

@@ -75,8 +75,10 @@ class BatchCache:
                           inner: torch.Tensor, runs: torch.Tensor | None = None) -> torch.Tensor:
         """Logits of ``tokens`` (b, n) under the attention ``inner`` (b, n, n) among them (True = may
         attend; every token sees its row's cache); their keys/values are written after the cache
-        and count only once :meth:`keep` says how many of them each row keeps."""
-        logits = self._forward(model, tokens, rows, positions, inner, False, runs)
+        and count only once :meth:`keep` says how many of them each row keeps. A draft-and-verify
+        decode addresses every live row in each forward, so the rows not given have finished and are
+        dropped (kept, every later forward would move and attend over them)."""
+        logits = self._forward(model, tokens, rows, positions, inner, False, runs, drop_others=True)
         self.tentative = (len(rows), self.length, tokens.shape[1])
         return logits
 
@@ -91,14 +93,14 @@ class BatchCache:
         self.length += int(n_keep.max()) if b else 0
 
     def _forward(self, model, tokens: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor, inner: torch.Tensor,
-                 store: bool, runs: torch.Tensor | None) -> torch.Tensor:
+                 store: bool, runs: torch.Tensor | None, drop_others: bool = False) -> torch.Tensor:
         n, t, want = tokens.shape[1], self.length, rows.tolist()
         b = len(want)
-        self._ensure(n)
-        if store and want != self.alive:
-            self._select(want)  # a store for fewer rows: the others stopped
+        if (store or drop_others) and want != self.alive:
+            self._select(want)  # a store (or a tentative forward) for fewer rows: the others stopped
         elif self.alive[:b] != want:  # a subset (rows whose block finished early sit out): to the front, once
             self._to_front(want)
+        self._ensure(n)  # after a select: the fewer rows are the cheaper to grow
         # attend over the first b rows in place; keys/values of these tokens go to slots t..t+n
         bufs = [(k[:b], v[:b], t) for k, v in zip(self.k, self.v)]
         allowed = torch.cat([self.key_mask[:b, None, :t].expand(-1, n, -1), inner], dim=2)

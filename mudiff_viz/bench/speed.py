@@ -365,6 +365,8 @@ def run_draft_sweep(model: str = "nano", ar_model: str | None = None, n_pages: i
         out = {"tokens": sum(x.tokens for x in m), "nfe": sum(x.nfe for x in m), "decode_s": sum(x.decode_s for x in m),
                "cer": edits / max(1, chars), "ids": [ids(t) for t in runs]}
         out["tokens_per_forward"] = out["tokens"] / max(1, out["nfe"])
+        if "draft_branches" in runs[0].params:  # what ran ("auto" resolved to the model's own)
+            out["draft_branches"] = runs[0].params["draft_branches"]
         if m[0].get("verify_forwards") is not None:
             out["tokens_per_verify_forward"] = out["tokens"] / max(1, sum(x.verify_forwards for x in m))
             out["acceptance"] = sum(x.accepted for x in m) / max(1, sum(x.drafted for x in m))

@@ -75,9 +75,11 @@ class Acceptance:
         return tok, probs.gather(-1, tok[..., None])[..., 0]
 
     def __call__(self, drafts: torch.Tensor, draft_q: torch.Tensor, q: torch.Tensor | None,
-                 verify_logits: torch.Tensor) -> Verdict:
+                 verify_logits: torch.Tensor, real: torch.Tensor | None = None) -> Verdict:
         """``drafts`` (b, k) with their draft probabilities ``draft_q`` (b, k) and, when sampling, the
-        draft distributions ``q`` (b, k, V); ``verify_logits`` (b, k + 1, V)."""
+        draft distributions ``q`` (b, k, V); ``verify_logits`` (b, k + 1, V). ``real`` (b, k): where a
+        draft exists (a prefix per row; None: everywhere); a row's padding is never kept, and its
+        zero ``q`` makes the token drawn there the verifier's own."""
         probs = self.distribution(verify_logits)
         b, k = drafts.shape
         own, own_conf = self.pick(probs)
@@ -89,6 +91,8 @@ class Acceptance:
             keep = u * draft_q < p_draft  # u < p / q, without dividing by a zero q
         if self.lossy:
             keep = keep | (draft_q >= self.threshold)
+        if real is not None:
+            keep = keep & real
         n_acc = keep.long().cumprod(-1).sum(-1)
         at = n_acc[:, None]
         token = own.gather(1, at)[:, 0]

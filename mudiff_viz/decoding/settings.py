@@ -20,7 +20,7 @@ DIFFUSION, AR = "diffusion", "ar"
 SELF_SPEC, SPEC = "self-speculative", "speculative"  # the draft-and-verify decoders (decoding/speculative.py)
 SPECULATIVE = (SELF_SPEC, SPEC)
 ACCEPTANCE = ("exact", "confidence")  # how a draft is accepted (decoding/acceptance.py)
-BRANCHES = ("masks", "runner-up")  # where self-speculation drafts the next drafts (decoding/speculative.py)
+BRANCHES = ("auto", "masks", "runner-up", "last")  # where self-speculation drafts the next drafts (decoding/speculative.py)
 MODES = ("page", "layout")  # layout: layout detection first, then recognition per block (two_stage.py)
 TASKS = ("text", "table", "formula", "layout")  # the MinerU task prompts (models/mineru_common/tasks.py)
 TASK_LIMITS = ("release", "uniform")
@@ -106,18 +106,22 @@ KNOBS: list[Knob] = [
          "the answer holds (vLLM's rule)", -2.0, 2.0, decoders=(AR,), step=0.05, advanced=True),
     Knob("frequency_penalty", 0.0, float, "Frequency penalty", "custom rules: subtracted once per occurrence in the "
          "answer (vLLM's rule)", -2.0, 2.0, decoders=(AR,), step=0.005, advanced=True),
-    Knob("draft_length", 8, int, "Draft length", "positions drafted past the frontier, verified in the next forward",
-         1, 64, decoders=SPECULATIVE, step=1, ui_hi=32),
+    Knob("draft_length", 0, int, "Draft length", "positions drafted past the frontier, verified in the next forward "
+         "(0 = the model's own: 8 for the character pair and MinerU-Diffusion, 4 for the subword pair)",
+         0, 64, decoders=SPECULATIVE, step=1, ui_hi=32),
     Knob("acceptance", "exact", str, "Acceptance", "exact: keep a draft only where the verifier agrees (lossless); "
          "confidence: also keep a draft whose own confidence is at least the acceptance threshold (lossy)",
          choices=lambda: ACCEPTANCE, decoders=SPECULATIVE),
-    Knob("draft_branches", "masks", str, "Draft branches", "masks = the next drafts come from a "
+    Knob("draft_branches", "auto", str, "Draft branches", "auto = the model's own (last for the character pair, "
+         "masks for the subword pair and MinerU-Diffusion); masks = the next drafts come from a "
          "block of masks after each verify query; runner-up = also a block after each draft's runner-up token, used "
-         "when the verifier's correction is that token (drafts made knowing it: more are kept, the forward is wider)",
+         "when the verifier's correction is that token (drafts made knowing it: more are kept, the forward is wider); "
+         "last = one block, after the last draft, used only when every draft is kept (the narrowest forward: for a "
+         "model whose drafts are mostly kept)",
          choices=lambda: BRANCHES, decoders=(SELF_SPEC,), advanced=True),
     Knob("draft_floor", 0.1, float, "Draft floor", "drop the drafts past where the product of "
          "their confidences falls below this (0 = keep all draft-length of them): a narrower forward when the "
-         "drafter doubts its later drafts", 0.0, 1.0, decoders=(SELF_SPEC,), step=0.01, advanced=True),
+         "drafter doubts its later drafts", 0.0, 1.0, decoders=SPECULATIVE, step=0.01, advanced=True),
     Knob("accept_threshold", 0.9, float, "Acceptance threshold", "the lossy rule keeps drafts at least this confident",
          0.0, 1.0, decoders=SPECULATIVE, step=0.01, advanced=True),
     Knob("verifier", "", str, "Verifier", "the AR model that verifies (empty: the model's own AR twin)",

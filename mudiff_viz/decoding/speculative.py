@@ -26,7 +26,7 @@ what each forward drafted and what each verdict was (core/trace.py ``VERDICTS``)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -47,6 +47,7 @@ class Drafts:
     tokens: torch.Tensor  # (b, k)
     conf: torch.Tensor  # (b, k) each draft's probability under the distribution it came from
     q: torch.Tensor  # (b, k, V) that distribution (the speculative-sampling rule needs it)
+    n: torch.Tensor | None = None  # (b,) drafts that exist per row, a prefix (None: all k); the rest is padding
 
     @classmethod
     def none(cls, b: int, vocab: int, device) -> "Drafts":
@@ -54,11 +55,28 @@ class Drafts:
                    torch.zeros(b, 0, vocab, device=device))
 
     def rows(self, keep: torch.Tensor) -> "Drafts":
-        return Drafts(self.tokens[keep], self.conf[keep], self.q[keep])
+        return Drafts(self.tokens[keep], self.conf[keep], self.q[keep], None if self.n is None else self.n[keep])
 
     @property
     def k(self) -> int:
         return self.tokens.shape[1]
+
+    @property
+    def count(self) -> torch.Tensor:
+        """(b,) drafts per row."""
+        return torch.full_like(self.tokens[:, 0] if self.k else self.tokens.sum(1), self.k) if self.n is None else self.n
+
+    @property
+    def real(self) -> torch.Tensor:
+        """(b, k) True where a draft exists."""
+        return torch.arange(self.k, device=self.tokens.device)[None, :] < self.count[:, None]
+
+    def only(self, rows: torch.Tensor) -> "Drafts":
+        """These drafts for the rows where ``rows`` (b,) is True; none for the others (padding: a row
+        with no drafts verifies nothing and drafts afresh, and its padding has zero probability)."""
+        n = torch.where(rows, self.count, torch.zeros_like(self.count))
+        real = torch.arange(self.k, device=n.device)[None, :] < n[:, None]
+        return Drafts(self.tokens * real, self.conf * real, self.q * real[..., None], n)
 
     def cut(self, floor: float) -> "Drafts":
         """The drafts up to where the drafter's own odds of them all being right (the product of their
@@ -68,12 +86,24 @@ class Drafts:
             return self
         reach = (self.conf.cumprod(-1) >= floor).sum(-1)
         k = max(1, int(reach.max()))
-        return Drafts(self.tokens[:, :k], self.conf[:, :k], self.q[:, :k])
+        return Drafts(self.tokens[:, :k], self.conf[:, :k], self.q[:, :k], None if self.n is None else self.n.clamp(max=k))
 
     def runner_ups(self) -> torch.Tensor:
         """(b, k) each position's likeliest token other than its draft: the guess for the verifier's
         correction there, should it reject the draft."""
         return self.q.scatter(-1, self.tokens[..., None], -1.0).argmax(-1)
+
+
+def with_model_drafts(params: DecodeParams, drafter) -> DecodeParams:
+    """``params`` with the draft knobs left to the model resolved: a draft length of 0 and draft
+    branches ``auto`` become the drafter's own (``Backend.draft_length``, ``Backend.draft_branches``),
+    so that the trace records what ran."""
+    own = {}
+    if not params.draft_length:
+        own["draft_length"] = drafter.draft_length
+    if params.draft_branches == "auto":
+        own["draft_branches"] = drafter.draft_branches
+    return replace(params, more={**params.more, **own}) if own else params
 
 
 def pick_drafts(accept: Acceptance, logits: torch.Tensor) -> Drafts:
@@ -107,7 +137,9 @@ class Cycle:
         run, b, k = self.run, len(self.rows), drafts.k
         a = verdict.n_accepted
         i = torch.arange(k + 1, device=a.device)[None, :]
+        exists = i <= drafts.count[:, None]  # each real draft's verdict and the one after the last (a row's padding: none)
         padded = torch.cat([drafts.tokens, torch.full((b, 1), -1, dtype=torch.long, device=a.device)], 1)  # draft at each
+        padded = torch.where(exists & (i < drafts.count[:, None]), padded, -1)
         tokens = torch.where(i < a[:, None], padded, torch.where(i == a[:, None], verdict.token[:, None], verdict.own))
         conf = torch.where(i < a[:, None], torch.cat([verdict.draft_conf, verdict.token_conf[:, None]], 1),
                            torch.where(i == a[:, None], verdict.token_conf[:, None], verdict.own_conf))
@@ -123,7 +155,7 @@ class Cycle:
         verdicts = torch.where(committed | (verdicts == DISCARDED), verdicts, DISCARDED)  # past a stop or the limit
         goes_on = (n_commit == a + 1) & (first_stop > a + 1) & (room > a + 1)
         top_p, top_i = top_k(verdict.probs)
-        parts = [dict(positions=self.base[:, None] + i, valid=torch.ones_like(committed), candidates=tokens,
+        parts = [dict(positions=self.base[:, None] + i, valid=exists, candidates=tokens,
                       confidences=conf, committed=committed, verdicts=verdicts, drafts=padded, top_p=top_p, top_i=top_i)]
         if following is not None:
             parts.append(self.draft_entries(following, self.base + a + 1, goes_on))
@@ -133,7 +165,7 @@ class Cycle:
         for r, toks, confs, n, on in host:
             run.states[r].extend(toks[:n], [forward] * n, confs[:n])
             run.states[r].stopped = not on
-        run.count_speculation(verify_forwards=b, drafted=b * k, accepted=int(a.sum()))
+        run.count_speculation(verify_forwards=b, drafted=int(drafts.count.sum()), accepted=int(a.sum()))
         self.base = self.base + a + 1
         return goes_on
 
@@ -147,7 +179,7 @@ class Cycle:
         j = torch.arange(w, device=start.device)[None, :]
         top_p, top_i = top_k(drafts.q)
         none = torch.full_like(drafts.tokens, -1)
-        return dict(positions=start[:, None] + j, valid=alive[:, None].expand(-1, w), candidates=drafts.tokens,
+        return dict(positions=start[:, None] + j, valid=alive[:, None] & drafts.real, candidates=drafts.tokens,
                     confidences=drafts.conf, committed=torch.zeros_like(drafts.tokens, dtype=torch.bool),
                     verdicts=torch.full_like(drafts.tokens, DRAFTED), drafts=none, top_p=top_p, top_i=top_i)
 
@@ -201,6 +233,7 @@ def decode_self_speculative(backend: Speculator, page, regions, params: DecodePa
     params.check()
     if backend.mask_id is None or not isinstance(backend, Speculator):
         raise UserInputError(f"{backend.name} cannot draft: the self-speculative decoder needs a block-diffusion model")
+    params = with_model_drafts(params, backend)
     run = DecodeRun(SELF_SPEC, backend, page, regions, params, observers_for(progress, snapshot))
     ctx = run.ctx = backend.encode(page, regions, block_length=1)  # the reference: the block-length-1 decode
     run.prefill_done()
@@ -208,23 +241,29 @@ def decode_self_speculative(backend: Speculator, page, regions, params: DecodePa
     accept = Acceptance(params, run.generator, backend.mask_id)
     w, cyc = params.draft_length, Cycle(run)
     runner_ups = params.draft_branches == "runner-up"
+    last_only = params.draft_branches == "last"  # one block, after the last draft: [bonus position ; w drafts]
     drafts = pending = None
     while not cyc.over():
         b = len(cyc.rows)
         if pending is None:
             clean, queries_from, anchors = torch.zeros(b, 0, dtype=torch.long, device=backend.device), 0, None
+            n_clean = torch.zeros(b, dtype=torch.long, device=backend.device)
         else:
             clean, queries_from = torch.cat([pending[:, None], drafts.tokens], 1), 1
+            n_clean = drafts.count + 1
             anchors = drafts.runner_ups() if runner_ups and drafts.k else None
-        layout = SpecLayout(clean, torch.full((b,), clean.shape[1], device=backend.device), queries_from, w,
-                            branched=True, anchors=anchors)
+        layout = SpecLayout(clean, n_clean, queries_from, w + last_only, branched=not last_only, anchors=anchors)
         out = backend.spec_forward(ctx, cyc.rows, layout)
         if drafts is None:
             drafts = Drafts.none(b, out.verify.shape[-1], backend.device)
-        verdict = accept(drafts.tokens, drafts.conf, drafts.q, out.verify)
+        verdict = accept(drafts.tokens, drafts.conf, drafts.q, out.verify, drafts.real)
         backend.keep(ctx, cyc.rows, verdict.n_accepted + queries_from)
-        logits, anchored = following_branch(out, layout, verdict)
-        following = pick_drafts(accept, logits).cut(params.draft_floor)
+        if last_only:  # drafted after every draft: good only where the verifier kept them all
+            logits, anchored = out.draft[:, 1:], torch.zeros_like(verdict.n_accepted, dtype=torch.bool)
+            following = pick_drafts(accept, logits).only(verdict.n_accepted == drafts.count).cut(params.draft_floor)
+        else:
+            logits, anchored = following_branch(out, layout, verdict)
+            following = pick_drafts(accept, logits).cut(params.draft_floor)
         forward = cyc.tick(b)
         run.count_speculation(draft_forwards=b, anchor_hits=int(anchored.sum()))
         goes_on = cyc.settle(verdict, drafts, forward, None, following)
@@ -242,6 +281,7 @@ def decode_speculative(backend: Speculator, page, regions, params: DecodeParams,
         raise UserInputError("the speculative decoder needs a block-diffusion drafter and an AR verifier")
     if not isinstance(verifier, Speculator):
         raise UserInputError(f"{verifier.name} cannot verify drafts")
+    params = with_model_drafts(params, backend)
     run = DecodeRun(SPEC, backend, page, regions, params, observers_for(progress, snapshot), verifier=verifier)
     dctx = run.ctx = backend.encode(page, regions, block_length=params.block_length)
     vctx = verifier.encode(page, regions)
@@ -263,17 +303,17 @@ def decode_speculative(backend: Speculator, page, regions, params: DecodeParams,
         # the drafter stores what it is behind on and drafts after it
         out = backend.spec_forward(dctx, cyc.rows, SpecLayout(behind, n_behind, behind.shape[1] + 1, w))
         backend.keep(dctx, cyc.rows, n_behind)
-        drafts = pick_drafts(draft_rule, out.draft)
+        drafts = pick_drafts(draft_rule, out.draft).cut(params.draft_floor)
         cyc.record_drafts(drafts, cyc.tick(b))
         run.count_speculation(draft_forwards=b)
         # the verifier checks them in one causal forward after the last committed token
         clean = torch.cat([pending[:, None], drafts.tokens], 1)
-        vout = verifier.spec_forward(vctx, cyc.rows, SpecLayout(clean, torch.full((b,), w + 1, device=dev), 1, 0))
+        vout = verifier.spec_forward(vctx, cyc.rows, SpecLayout(clean, torch.full((b,), drafts.k + 1, device=dev), 1, 0))
         verdict = accept(drafts.tokens, drafts.conf, drafts.q, vout.verify)
         verifier.keep(vctx, cyc.rows, verdict.n_accepted + 1)
         goes_on = cyc.settle(verdict, drafts, cyc.tick(b), "verifier")
         a = verdict.n_accepted
-        j = torch.arange(w + 1, device=dev)[None, :]
+        j = torch.arange(drafts.k + 1, device=dev)[None, :]
         behind = torch.where(j < a[:, None], torch.cat([drafts.tokens, verdict.token[:, None]], 1), verdict.token[:, None])
         behind, n_behind, pending = behind[goes_on], (a + 1)[goes_on], verdict.token[goes_on]
         cyc.keep_rows(goes_on)
