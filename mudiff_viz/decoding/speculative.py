@@ -64,7 +64,9 @@ class Drafts:
     @property
     def count(self) -> torch.Tensor:
         """(b,) drafts per row."""
-        return torch.full_like(self.tokens[:, 0] if self.k else self.tokens.sum(1), self.k) if self.n is None else self.n
+        if self.n is None:
+            return torch.full((self.tokens.shape[0],), self.k, dtype=torch.long, device=self.tokens.device)
+        return self.n
 
     @property
     def real(self) -> torch.Tensor:
@@ -80,12 +82,12 @@ class Drafts:
 
     def cut(self, floor: float) -> "Drafts":
         """The drafts up to where the drafter's own odds of them all being right (the product of their
-        confidences) fall below ``floor``, for the row that gets furthest (at least one draft): the
-        later ones would widen the next forward for little. 0 keeps them all."""
+        confidences) fall below ``floor``, for the row that gets furthest (at least one draft, where a
+        row has any): the later ones would widen the next forward for little. 0 keeps them all."""
         if floor <= 0 or not self.k:
             return self
-        reach = (self.conf.cumprod(-1) >= floor).sum(-1)
-        k = max(1, int(reach.max()))
+        reach = (self.conf.cumprod(-1) >= floor).sum(-1)  # a row's padding has confidence 0
+        k = max(int(bool(self.count.max())), int(reach.max()))
         return Drafts(self.tokens[:, :k], self.conf[:, :k], self.q[:, :k], None if self.n is None else self.n.clamp(max=k))
 
     def runner_ups(self) -> torch.Tensor:
@@ -138,8 +140,7 @@ class Cycle:
         a = verdict.n_accepted
         i = torch.arange(k + 1, device=a.device)[None, :]
         exists = i <= drafts.count[:, None]  # each real draft's verdict and the one after the last (a row's padding: none)
-        padded = torch.cat([drafts.tokens, torch.full((b, 1), -1, dtype=torch.long, device=a.device)], 1)  # draft at each
-        padded = torch.where(exists & (i < drafts.count[:, None]), padded, -1)
+        padded = torch.where(i < drafts.count[:, None], torch.nn.functional.pad(drafts.tokens, (0, 1)), -1)  # draft at each
         tokens = torch.where(i < a[:, None], padded, torch.where(i == a[:, None], verdict.token[:, None], verdict.own))
         conf = torch.where(i < a[:, None], torch.cat([verdict.draft_conf, verdict.token_conf[:, None]], 1),
                            torch.where(i == a[:, None], verdict.token_conf[:, None], verdict.own_conf))
