@@ -5,6 +5,7 @@
     python -m nano_training.evaluate --pair nano-subword --no-ar --strategy left_to_right --out ltr.json
     python -m nano_training.evaluate --pair nano --no-ar --thresholds 0.95 --scans=-4,-2,0,2,4 --out scans.json
     python -m nano_training.evaluate --pair nano-subword --no-ar --no-diffusion --self-speculative masks,runner-up --out ss.json
+    python -m nano_training.evaluate --pair nano-subword --no-ar --no-diffusion --self-speculative runner-up --draft-length 8 --out ss8.json
 
 ``--strategy left_to_right`` reads the diffusion twin one token per step at the frontier: how well
 the same weights read when the sampler never commits a token further into a block.
@@ -165,6 +166,8 @@ def main(argv=None) -> None:
                     help="read photographed JPEGs of the pages at these angles (comma-separated degrees) instead of the renders")
     ap.add_argument("--self-speculative", default="", metavar="BRANCHES",
                     help="also the self-speculative decoder with these draft branches (comma-separated: masks, runner-up)")
+    ap.add_argument("--draft-length", type=int, default=KNOB["draft_length"].default,
+                    help="the self-speculative decoder's draft length (0: the model's own)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
@@ -178,7 +181,11 @@ def main(argv=None) -> None:
         self_spec = KNOB["draft_branches"].values(args.self_speculative)
     except UserInputError as exc:
         ap.error(f"--self-speculative: {exc}")
-    params = DecodeParams(block_length=args.block_length, steps=args.block_length, strategy=args.strategy)
+    try:
+        params = DecodeParams.from_knobs(block_length=args.block_length, steps=args.block_length, strategy=args.strategy,
+                                         draft_length=args.draft_length)
+    except UserInputError as exc:
+        ap.error(str(exc))
     pages, references = eval_pages(args.pages_per_font), None
     if angles:
         pages, references = scan_pages(pages, angles)

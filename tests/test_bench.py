@@ -167,14 +167,16 @@ def test_evaluate_reads_pages_with_the_self_speculative_decoder(prefix, tmp_path
     twin's block-length-1 decode (the same edits on every page), per font as well."""
     from nano_training.evaluate import main
 
-    with pytest.raises(SystemExit) as err:
-        main(["--pair", str(prefix), "--self-speculative", "sideways", "--out", str(tmp_path / "x.json")])
-    assert err.value.code == 2 and not (tmp_path / "x.json").exists()
+    for bad in (["--self-speculative", "sideways"], ["--self-speculative", "masks", "--draft-length", "-3"]):
+        with pytest.raises(SystemExit) as err:
+            main(["--pair", str(prefix), *bad, "--out", str(tmp_path / "x.json")])
+        assert err.value.code == 2 and not (tmp_path / "x.json").exists()
     out = tmp_path / "ss.json"
     main(["--pair", str(prefix), "--pages-per-font", "1", "--no-ar", "--no-diffusion", "--self-speculative",
-          "masks,runner-up", "--threads", "1", "--out", str(out)])
+          "masks,runner-up", "--draft-length", "3", "--threads", "1", "--out", str(out)])
     report = json.loads(out.read_text())
     assert list(report["all"]) == ["self-speculative/masks", "self-speculative/runner-up"]
+    assert report["setup"]["draft_length"] == 3
     by = {s: [(r["page"], r["edits"], r["tokens"]) for r in report["rows"] if r["setting"] == s] for s in report["all"]}
     assert by["self-speculative/masks"] == by["self-speculative/runner-up"] and len(by["self-speculative/masks"]) == 3
     assert all(list(v) == list(report["all"]) for v in report["per_font"].values())
