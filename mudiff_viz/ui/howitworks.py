@@ -175,7 +175,7 @@ LESSONS = [
         "pass. The **subword pair** has the real model's shape: it must infer where a token lies from the text "
         "before it, so only its guesses next to the text are sure (lessons 1 and 3 show its diffusion decoder "
         "committing at the frontier, pass by pass, and what committing far guesses costs). Here the subword "
-        "pair **reads** with its **self-speculative decoder**: its diffusion twin drafts the next 8 tokens in "
+        "pair **reads** with its **self-speculative decoder**: its diffusion twin drafts the next 4 tokens in "
         "one forward and checks them itself in the next, keeping those it agrees with (exactly its "
         "block-length-1 reading; lesson 8 shows the drafts). The real 2.5B MinerU-Diffusion model sits "
         "between the two: about 2-3 tokens per forward at threshold 0.95, from the release's speed figure.",
@@ -188,7 +188,7 @@ LESSONS = [
         "drafts", "8 · Diffusion drafts, AR verifies",
         "A diffusion model guesses many positions in one forward, but the subword pair's far guesses are often "
         "wrong (lessons 3 and 5). **Draft and verify** keeps the parallel guess and none of its errors: the "
-        "diffusion twin **drafts** the next 8 tokens in one forward; a **verifier** checks all of them in one "
+        "diffusion twin **drafts** the next few tokens in one forward (4 on this pair); a **verifier** checks all of them in one "
         "forward and keeps the longest prefix it agrees with (**accepted**), plus its own token where it first "
         "disagrees (the draft there is **rejected** and replaced; the drafts after it are discarded). With the "
         "**speculative decoder** the AR twin verifies, so the text is exactly the AR twin's own greedy reading; "
