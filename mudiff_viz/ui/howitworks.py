@@ -146,7 +146,8 @@ LESSONS = [
         "next to the text already there instead of the most confident guess anywhere (the subword "
         "lessons use it: the release's fallback makes the subword pair commit far guesses it is unsure "
         "of). Here the **subword pair** runs `random` and `left_to_right` with 32 steps per block of 32, one "
-        "position per pass, on one clock: same model, same number of passes, opposite orders. The subword "
+        "position per pass, on one clock: same model, the same 32 passes per block, opposite orders (a pane whose "
+        "text ends sooner, its end-of-text committed early, runs fewer blocks). The subword "
         "pair places a token from the text before it, so the order decides the reading: **the random pane "
         "misreads most of the page, and that is this lesson's point**; left to right reads it.",
         "Try it: random vs left to right",
