@@ -76,9 +76,8 @@ class Drafts:
     def only(self, rows: torch.Tensor) -> "Drafts":
         """These drafts for the rows where ``rows`` (b,) is True; none for the others (padding: a row
         with no drafts verifies nothing and drafts afresh, and its padding has zero probability)."""
-        n = torch.where(rows, self.count, torch.zeros_like(self.count))
-        real = torch.arange(self.k, device=n.device)[None, :] < n[:, None]
-        return Drafts(self.tokens * real, self.conf * real, self.q * real[..., None], n)
+        real = Drafts(self.tokens, self.conf, self.q, torch.where(rows, self.count, 0)).real
+        return Drafts(self.tokens * real, self.conf * real, self.q * real[..., None], real.sum(-1))
 
     def cut(self, floor: float) -> "Drafts":
         """The drafts up to where the drafter's own odds of them all being right (the product of their
@@ -139,8 +138,9 @@ class Cycle:
         run, b, k = self.run, len(self.rows), drafts.k
         a = verdict.n_accepted
         i = torch.arange(k + 1, device=a.device)[None, :]
-        exists = i <= drafts.count[:, None]  # each real draft's verdict and the one after the last (a row's padding: none)
-        padded = torch.where(i < drafts.count[:, None], torch.nn.functional.pad(drafts.tokens, (0, 1)), -1)  # draft at each
+        count = drafts.count[:, None]
+        exists = i <= count  # each real draft's verdict and the one after the last (a row's padding: none)
+        padded = torch.where(i < count, torch.nn.functional.pad(drafts.tokens, (0, 1)), -1)  # draft at each
         tokens = torch.where(i < a[:, None], padded, torch.where(i == a[:, None], verdict.token[:, None], verdict.own))
         conf = torch.where(i < a[:, None], torch.cat([verdict.draft_conf, verdict.token_conf[:, None]], 1),
                            torch.where(i == a[:, None], verdict.token_conf[:, None], verdict.own_conf))
@@ -166,7 +166,7 @@ class Cycle:
         for r, toks, confs, n, on in host:
             run.states[r].extend(toks[:n], [forward] * n, confs[:n])
             run.states[r].stopped = not on
-        run.count_speculation(verify_forwards=b, drafted=int(drafts.count.sum()), accepted=int(a.sum()))
+        run.count_speculation(verify_forwards=b, drafted=int(count.sum()), accepted=int(a.sum()))
         self.base = self.base + a + 1
         return goes_on
 
