@@ -209,6 +209,13 @@ def commit_own_guesses(logits: torch.Tensor, masked: torch.Tensor, block_size: i
     return (m & ~commit).view(b, n), guess.view(b, n), commit.view(b, n)
 
 
+def line_break_tokens(clean: torch.Tensor, tables: CharTables) -> torch.Tensor:
+    """(B, L) True on a token that writes a newline and on the token right after one."""
+    nl = tables.newlines[clean] > 0
+    after = torch.cat([torch.zeros_like(nl[:, :1]), nl[:, :-1]], dim=1)
+    return nl | after
+
+
 def diffusion_loss(
     model: NanoOCR,
     tok: SubwordTokenizer,
@@ -223,6 +230,7 @@ def diffusion_loss(
     freeze_vision: bool = False,
     own_share: float = 0.0,
     own_max: int = 8,
+    break_weight: float = 1.0,
 ):
     """SDAR loss. A row is masked uniformly (t ~ U(0,1), each answer token masked with p = (1-eps)t + eps)
     or, with probability ``suffix_share``, as a left-to-right decode leaves a block: every block keeps a
@@ -237,7 +245,11 @@ def diffusion_loss(
 
     ``own_share`` > 0: that share of rows first runs one forward without gradients and commits
     1..``own_max`` of each block's most confident guesses (:func:`commit_own_guesses`); the loss is
-    then on the tokens still masked, against the truth."""
+    then on the tokens still masked, against the truth.
+
+    ``break_weight`` > 1 weights the masked tokens at a line break (a token that writes a newline,
+    and the first token of the next line) that much more: a break read as a space sends the reading
+    position into the next line's glyphs, and that line is then read twice."""
     if freeze_vision:
         with torch.no_grad():
             v = encode_batch(model, batch)
@@ -256,10 +268,14 @@ def diffusion_loss(
         own = commit.float().sum().item() / max(masked.float().sum().item(), 1.0)
         masked, shown = still, torch.where(commit, guess, clean)
     logits = denoise_logits(model, tok, tables, v, clean, masked, block_size, shown)
-    if near_halflife > 0:
-        weight = 0.5 ** (masked_run_length(masked, block_size)[masked].float() / near_halflife)
+    if near_halflife > 0 or break_weight != 1.0:
+        weight = torch.ones(masked.shape, dtype=torch.float32)
+        if near_halflife > 0:
+            weight = 0.5 ** (masked_run_length(masked, block_size).float() / near_halflife)
+        if break_weight != 1.0:
+            weight = weight * torch.where(line_break_tokens(clean, tables), break_weight, 1.0)
         per_token = F.cross_entropy(logits[masked].float(), clean[masked], reduction="none")
-        main = (per_token * weight).sum() / weight.sum()
+        main = (per_token * weight[masked]).sum() / weight[masked].sum()
     else:
         main = F.cross_entropy(logits[masked].float(), clean[masked])
     with torch.no_grad():

@@ -72,6 +72,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--query-shifts", type=lambda t: tuple(float(x) for x in t.split(",")), default=None,
                     help="diffusion: per head, characters per sqrt(masked run) a masked token's query looks past its "
                          "estimated start, e.g. 0,0,-2.4,-1.2,1.2,2.4 (NanoOCR.query_positions); one value per head")
+    ap.add_argument("--break-weight", type=float, default=1.0,
+                    help="diffusion: loss weight of masked tokens at a line break (the newline token and the next one)")
     ap.add_argument("--block-sizes", default="8:0.2,16:0.3,32:0.5", help="diffusion block size mix")
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                     help="bf16 autocast (default: on where the CPU has AVX-512; on AVX2-only CPUs bf16 matmuls "
@@ -259,7 +261,7 @@ def main(argv=None) -> None:
                 loss, parts = diffusion_loss(model, tok, tables, batch, bs, gen, args.ctc_weight,
                                               suffix_share=args.suffix_share, near_halflife=args.near_halflife,
                                               freeze_vision=args.freeze_vision, own_share=args.own_share,
-                                              own_max=args.own_max)
+                                              own_max=args.own_max, break_weight=args.break_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()

@@ -1,0 +1,108 @@
+"""The character pair's block-size training phase (nano_training/char_train.py) and the subword
+objective's line-break weight: the training query is the decode query, and the scripts run."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import numpy as np
+import torch
+
+from models.registry import load_backend
+from mudiff_viz.decoding.pipeline import regions_for
+from mudiff_viz.inputs import synth
+
+
+def test_a_block_size_1_training_row_is_the_self_speculative_query():
+    """With block size 1, every masked character in the training forward sees exactly what the
+    block-length-1 decode shows the model: the prompt, the clean characters before it, and one
+    <mask> at its own position. So its logits equal the backend's, one committed character at a time."""
+    from models.nano.preprocess import collate
+    from nano_training.char_train import block_answers, denoise_logits
+
+    backend = load_backend("nano-char", "diffusion")
+    tok, model = backend.tok, backend.model
+    page = synth.random_page(random.Random(5), "val").render(150)
+    regions = regions_for(backend, page)[:2]
+    texts = [r.gt_text for r in regions]
+    ctx = backend.encode(page, regions)
+    clean = block_answers(tok, texts, 1)
+    with torch.inference_mode():
+        images, widths = collate([c.pixels for c in ctx.crops])
+        want = denoise_logits(model, tok, model.encode(images, widths), clean, clean != tok.pad_id, 1)
+        rows = torch.arange(len(regions))
+        mask = torch.full((len(regions), 1), tok.mask_id)
+        for k in range(6):
+            got = backend.block_logits(ctx, mask, rows)[:, 0]
+            assert torch.allclose(got, want[:, k], atol=2e-4), (k, (got - want[:, k]).abs().max())
+            backend.commit_block(ctx, clean[:, k : k + 1], rows)
+    # and the model reads: the training forward's argmax is the text on these held-out lines
+    first = want.argmax(-1)[:, :6]
+    assert (first == clean[:, :6]).float().mean() >= 0.9
+
+
+def test_char_train_runs_and_writes_weights_the_backend_loads(tmp_path):
+    from nano_training import char_train
+    from nano_training.data import RegionPool
+    from models.nano_char.backend import NanoCharBackend
+
+    pool = RegionPool(random.Random(1), pages=1, log=None)
+    pool.save(tmp_path / "pool.npz")
+    out = tmp_path / "run"
+    char_train.main(["--init", "assets/models/nano-char-diffusion", "--out", str(out), "--steps", "4",
+                     "--batch", "4", "--pool-cache", str(tmp_path / "pool.npz"), "--log-every", "1",
+                     "--eval-every", "4", "--refresh-every", "1000", "--val-pages", "1", "--block-sizes", "1:0.5,8:0.5"])
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "ce" in r]
+    assert len(steps) == 4 and all(math.isfinite(r["ce"]) for r in steps)
+    assert {r["block"] for r in steps} <= {1, 8}
+    assert all(r["masked"] == 1.0 for r in steps if r["block"] == 1)  # block 1: every character a frontier read
+    evals = [r["eval"] for r in rows if "eval" in r]
+    assert evals and set(evals[-1]) == {"b1_ce", "b1_acc", "b32_ce", "b32_acc"}
+    backend = NanoCharBackend(out)
+    assert backend.kind == "diffusion"
+    shipped = load_backend("nano-char", "diffusion").model.state_dict()
+    moved = [k for k, v in backend.model.state_dict().items() if not torch.equal(v, shipped[k])]
+    assert moved
+    assert not any(k.startswith(("encoder.", "ctc_head.", "projector.")) for k in moved)  # the vision side stays
+
+
+def test_line_break_tokens_and_their_weight():
+    """``break_weight`` weights the newline token and the first token of the next line, and only them."""
+    from models.nano.model import CharTables
+    from nano_training.objectives import line_break_tokens
+
+    backend = load_backend("nano-subword", "diffusion")
+    tok = backend.tok
+    ids = torch.tensor([tok.encode("first line\nsecond one\nthird")])
+    marks = line_break_tokens(ids, CharTables.of(tok))[0].tolist()
+    texts = [tok.token_text(i) for i in ids[0].tolist()]
+    for k, text in enumerate(texts):
+        at_break = "\n" in text or (k > 0 and "\n" in texts[k - 1])
+        assert marks[k] == at_break, (k, text)
+    assert sum(marks) == 4
+
+
+def test_break_weight_changes_only_the_weighting_of_the_loss():
+    """With no line break among the masked tokens the weight changes nothing; with breaks it moves
+    the loss toward theirs."""
+    from models.nano.model import CharTables
+    from nano_training.data import RegionSample
+    from nano_training.objectives import diffusion_loss
+
+    backend = load_backend("nano-subword", "diffusion")
+    page = synth.random_page(random.Random(3), "val").render(150)
+    regions = [r for r in regions_for(backend, page) if "\n" in r.gt_text][:2]
+    ctx = backend.encode(page, regions)
+    batch = [RegionSample([c.pixels for c in crops], r.gt_text.split("\n")) for crops, r in zip(ctx.crops, regions)]
+    tables = CharTables.of(backend.tok)
+
+    def loss(weight: float, near: float = 2.0) -> float:
+        with torch.inference_mode():
+            return diffusion_loss(backend.model, backend.tok, tables, batch, 1, torch.Generator().manual_seed(0),
+                                  near_halflife=near, freeze_vision=True, break_weight=weight)[1]["ce"]
+
+    assert loss(1.0) == loss(1.0, near=2.0)
+    assert not np.isclose(loss(4.0), loss(1.0))
