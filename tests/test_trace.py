@@ -257,3 +257,24 @@ def test_the_recorder_pauses_the_garbage_collector_only_while_it_makes_records()
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("decoder,batch", [("self-speculative", False), ("self-speculative", True), ("diffusion", True)])
+def test_the_vocabulary_names_every_id_the_records_show_and_records_run_in_clock_order(decoder, batch):
+    """The recorder collects the ids of the alternatives it keeps as it makes the records (numpy, per
+    flush); the trace's vocabulary must still name every one, and every committed token. Draft-and-verify
+    records of different widths are made a width at a time, then put back in clock order."""
+    import random
+
+    from mudiff_viz.decoding.pipeline import decode_page
+    from mudiff_viz.inputs import synth
+
+    page = synth.random_page(random.Random(4), "val").render(150)
+    tr = decode_page(page, model="nano", decoder=decoder, params=DecodeParams(max_new_tokens=60), batch_regions=batch)
+    shown = {int(i) for s in tr.steps for pairs in s.topk for i, _ in pairs} | {t.id for r in tr.regions for t in r.tokens}
+    assert shown and {int(k) for k in tr.vocab} == shown
+    forwards = [s.forward for s in tr.steps]
+    assert forwards == sorted(forwards)
+    if decoder == "self-speculative":
+        assert len({len(s.positions) for s in tr.steps}) > 1  # records of several widths were made
+    assert check_invariants(tr) == []

@@ -6,7 +6,6 @@ decodes back to back (decoding/sequential.py), so both count forwards, tokens an
 
 from __future__ import annotations
 
-import time
 
 from dataclasses import replace
 
@@ -105,10 +104,9 @@ def build_trace(run, ctx) -> Trace:
             bbox=[round(v, 1) for v in region.bbox], text="".join(shown), tokens=tokens, gt_text=region.gt_text,
             kind=region.kind, n_generated=full.n_generated, prefill_s=rnd(clock.prefill_s),
         ))
-    # every id the trace shows, in order of first appearance, each looked up once
-    t0 = time.perf_counter()
-    seen = dict.fromkeys(int(tok_id) for s in run.steps for pairs in s.topk for tok_id, _ in pairs)
-    recording_s = run.recorder.seconds + time.perf_counter() - t0 if run.recorder else None
+    # every id the trace shows (its records' alternatives, then its tokens), each looked up once
+    seen = dict(run.recorder.seen) if run.recorder else {}  # the recorder keeps the ids its records show
+    recording_s = run.recorder.seconds if run.recorder else None
     seen.update(dict.fromkeys(t.id for r in records for t in r.tokens))
     vocab = {str(i): backend.token_text(i) for i in seen}
     text, gt_text = joined_text(records)

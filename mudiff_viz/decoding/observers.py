@@ -99,6 +99,7 @@ class StepRecorder(DecodeObserver):
         self.spec_pending: list[SpecEvent] = []
         self.steps: list[StepRecord] = []
         self.seconds = 0.0  # spent making records (the trace's metrics.recording_s)
+        self.seen: dict[int, None] = {}  # every token id the records show (the trace's vocabulary)
 
     def on_step(self, run: "DecodeRun", step: StepEvent | SpecEvent) -> None:
         if isinstance(step, SpecEvent):
@@ -122,10 +123,10 @@ class StepRecorder(DecodeObserver):
         t0 = time.perf_counter()
         with collector_paused():
             if self.spec_pending:
-                self.steps += _spec_records(self.spec_pending, time_of)
+                self.steps += _spec_records(self.spec_pending, time_of, self.seen)
                 self.spec_pending = []
             if self.pending:
-                self.steps += _step_records(self.pending, time_of)
+                self.steps += _step_records(self.pending, time_of, self.seen)
                 self.pending = []
         self.seconds += time.perf_counter() - t0
 
@@ -163,7 +164,7 @@ def _cat(events: list, get: Callable) -> np.ndarray:
     return torch.cat([get(e) for e in events]).cpu().numpy()
 
 
-def _step_records(events: list[StepEvent], time_of: Callable[[int], float]) -> list[StepRecord]:
+def _step_records(events: list[StepEvent], time_of: Callable[[int], float], seen: dict[int, None]) -> list[StepRecord]:
     """Denoising (and AR) steps: each row's masked positions of its block."""
     masked = _cat(events, lambda p: p.masked)
     offsets = np.concatenate([np.full(p.rows.numel(), p.offset) for p in events])
@@ -173,44 +174,46 @@ def _step_records(events: list[StepEvent], time_of: Callable[[int], float]) -> l
     for m, f in zip(meta, forced):
         m["forced"] = int(f)
     return _records(events, masked, positions, lambda p: (p.out.x0, p.out.confidence, p.out.committed, p.out.top_p,
-                                                          p.out.top_i), meta, time_of)
+                                                          p.out.top_i), meta, time_of, seen)
 
 
-def _padded(events: list[SpecEvent]) -> list[SpecEvent]:
-    """The events at one width, the widest's: the entries added are not ``valid`` (so leave no record)."""
-    width = max(e.width for e in events)
-    if all(e.width == width for e in events):
-        return events
-
-    def pad(t: torch.Tensor, n: int) -> torch.Tensor:
-        return torch.nn.functional.pad(t, (0, 0, 0, n) if t.dim() == 3 else (0, n))
-
-    fields = ("positions", "valid", "candidates", "confidences", "committed", "verdicts", "drafts", "top_p", "top_i")
-    return [e if e.width == width else SpecEvent(e.rows, **{f: pad(getattr(e, f), width - e.width) for f in fields},
-                                                 forward=e.forward, block=e.block, role=e.role) for e in events]
-
-
-def _spec_records(events: list[SpecEvent], time_of: Callable[[int], float]) -> list[StepRecord]:
-    """Draft-and-verify forwards: each row's entries, with their verdicts and the drafts verified."""
-    events = _padded(events)
-    valid, positions = _cat(events, lambda e: e.valid), _cat(events, lambda e: e.positions)
-    verdicts, drafts = _cat(events, lambda e: e.verdicts), _cat(events, lambda e: e.drafts)
-    meta = [dict(forward=e.forward, block=e.block, role=e.role) for e in events for _ in range(e.rows.numel())]
-    per_row = {"verdicts": verdicts, "drafts": drafts}
-    return _records(events, valid, positions, lambda e: (e.candidates, e.confidences, e.committed, e.top_p, e.top_i),
-                    meta, time_of, per_row)
+def _spec_records(events: list[SpecEvent], time_of: Callable[[int], float], seen: dict[int, None]) -> list[StepRecord]:
+    """Draft-and-verify forwards: each row's entries, with their verdicts and the drafts verified.
+    Events of one width are expanded together (padding every event to the widest cost more than
+    the records: a pad per field per event); the records then go back into forward order."""
+    by_width: dict[int, list[SpecEvent]] = {}
+    for e in events:
+        by_width.setdefault(e.width, []).append(e)
+    out: list[StepRecord] = []
+    for group in by_width.values():
+        valid, positions = _cat(group, lambda e: e.valid), _cat(group, lambda e: e.positions)
+        verdicts, drafts = _cat(group, lambda e: e.verdicts), _cat(group, lambda e: e.drafts)
+        meta = [dict(forward=e.forward, block=e.block, role=e.role) for e in group for _ in range(e.rows.numel())]
+        per_row = {"verdicts": verdicts, "drafts": drafts}
+        out += _records(group, valid, positions, lambda e: (e.candidates, e.confidences, e.committed, e.top_p, e.top_i),
+                        meta, time_of, seen, per_row)
+    if len(by_width) > 1:
+        out.sort(key=lambda s: s.forward)  # stable: rows keep their order within a forward
+    return out
 
 
 def _records(events: list, valid: np.ndarray, positions: np.ndarray, fields: Callable, meta: list[dict],
-             time_of: Callable[[int], float], per_row: dict[str, np.ndarray] | None = None) -> list[StepRecord]:
+             time_of: Callable[[int], float], seen: dict[int, None],
+             per_row: dict[str, np.ndarray] | None = None) -> list[StepRecord]:
     """StepRecords of a batch of events (one per row and event with any valid entry). The rounding
     and the top-k filter run once for the whole batch (numpy): the Python work per entry is a few
-    list lookups, which keeps recording within a few percent of a decode's time."""
+    list lookups, which keeps recording within a few percent of a decode's time. The ids the kept
+    alternatives show are added to ``seen`` (the trace's vocabulary), found here in numpy rather
+    than by walking every record's top-k again when a trace is built."""
     rows = _cat(events, lambda e: e.rows).tolist()
     cand, conf, committed, top_p, top_i = (_cat(events, lambda e, k=k: fields(e)[k]) for k in range(5))
     # alternatives under 0.05% are dropped, the best one stays: top-k is sorted, so what is kept is
     # a prefix of each entry's list, of this length
     n_kept = np.maximum((top_p >= 0.0005).sum(-1), 1)
+    shown = valid[:, :, None] & (np.arange(top_i.shape[-1]) < n_kept[:, :, None])
+    ids = top_i[shown]
+    _, first = np.unique(ids, return_index=True)
+    seen.update(dict.fromkeys(ids[np.sort(first)].tolist()))
     top_p = np.round(top_p.astype(np.float64), 3)  # display precision
     conf = rnd_array(conf)
     times: dict[int, float] = {}
