@@ -67,6 +67,16 @@ def test_char_train_runs_and_writes_weights_the_backend_loads(tmp_path):
     moved = [k for k, v in backend.model.state_dict().items() if not torch.equal(v, shipped[k])]
     assert moved
     assert not any(k.startswith(("encoder.", "ctc_head.", "projector.")) for k in moved)  # the vision side stays
+    # exported as the app ships it: float16 storage, config.json, no tokenizer file; it loads as the character pair
+    from safetensors import safe_open
+
+    from nano_training import export
+
+    export.main([str(out), str(tmp_path / "shipped")])
+    assert sorted(p.name for p in (tmp_path / "shipped").iterdir()) == ["config.json", "model.safetensors"]
+    with safe_open(str(tmp_path / "shipped" / "model.safetensors"), "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}
+    assert load_backend(str(tmp_path / "shipped"), "diffusion").name == "nano-char-diffusion"
 
 
 def test_line_break_tokens_and_their_weight():

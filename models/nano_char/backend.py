@@ -17,7 +17,7 @@ from models.base import SpecLayout, SpecLogits
 from models.nano.backend import TokenizedBackend
 from models.nano.cache import BatchCache
 from models.nano.model import count_m
-from models.nano.preprocess import LineCrop, collate, crop_line, ink_levels, reference_height, to_gray
+from models.nano.preprocess import LineCrop, collate, crop_line, reference_height
 from models.nano.tokenizer import CharTokenizer
 from models.nano_char.model import NanoOCR
 from models.nano_char.weights import load_model
@@ -64,8 +64,7 @@ class NanoCharBackend(TokenizedBackend):
 
     @torch.inference_mode()
     def encode(self, page, regions: list[Region], block_length: int | None = None) -> NanoContext:
-        gray = to_gray(page.image)
-        levels = ink_levels(gray)
+        gray, levels = self.page_gray(page)
         boxes = [r.bbox for r in regions]
         ref = reference_height(gray, boxes, levels)
         crops = [crop_line(gray, b, levels, ref) for b in boxes]
