@@ -32,7 +32,7 @@ from models.nano.preprocess import collate
 from models.nano.tokenizer import CharTokenizer
 from models.nano_char.model import NanoOCR, Visual
 from models.nano_char.weights import load_model, save_model
-from nano_training.checkpoints import Logger, lr_at, parse_mix
+from nano_training.checkpoints import lr_at, parse_mix, start_run
 from nano_training.data import RegionPool, page_regions
 from nano_training.objectives import CLEAN, NOISY, PROMPT, pad_ids, segment_mask
 
@@ -148,12 +148,7 @@ def evaluate(model: NanoOCR, tok: CharTokenizer, batches: list[list[Line]], bloc
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(args.threads)
-    log = Logger(args.out)
-    rng = random.Random(args.seed)
-    torch.manual_seed(args.seed)
-    gen = torch.Generator().manual_seed(args.seed)
+    log, rng, gen = start_run(args.out, args.threads, args.seed)
     tok = CharTokenizer()
     model = load_model(args.init)
     model.cfg.kind = "diffusion"

@@ -32,6 +32,16 @@ class Logger:
         self.metrics.write(json.dumps(row) + "\n")
 
 
+def start_run(out: Path, threads: int, seed: int) -> tuple["Logger", "random.Random", torch.Generator]:
+    """A training run's output folder, thread count and seeds: its logger, Python RNG and torch generator."""
+    import random
+
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    return Logger(out), random.Random(seed), torch.Generator().manual_seed(seed)
+
+
 def lr_at(step: int, total: int, base: float, warmup: int) -> float:
     if step < warmup:
         return base * (step + 1) / warmup

@@ -29,7 +29,7 @@ from nano_training.data import RegionPool, page_regions
 from models.nano.model import CharTables, NanoConfig, NanoOCR, count_m
 from nano_training.objectives import CHARS, ar_loss, diffusion_loss, encode_batch
 from models.nano.tokenizer import SubwordTokenizer
-from nano_training.checkpoints import Logger, load_checkpoint, lr_at, parse_mix, rng_from_list, rng_to_list, save_checkpoint
+from nano_training.checkpoints import load_checkpoint, lr_at, parse_mix, rng_from_list, rng_to_list, save_checkpoint, start_run
 from models.nano.weights import load_model, save_model
 from models.nano_char.weights import load_model as load_char
 from mudiff_viz.inputs import synth
@@ -190,12 +190,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     if args.bf16 is None:
         args.bf16 = cpu_has_fast_bf16()
-    args.out.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(args.threads)
-    log = Logger(args.out)
-    rng = random.Random(args.seed)
-    torch.manual_seed(args.seed)
-    gen = torch.Generator().manual_seed(args.seed)
+    log, rng, gen = start_run(args.out, args.threads, args.seed)
 
     if args.init:
         model, tok = load_model(args.init)
