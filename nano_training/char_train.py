@@ -34,7 +34,7 @@ from models.nano_char.model import NanoOCR, Visual
 from models.nano_char.weights import load_model, save_model
 from nano_training.checkpoints import lr_at, parse_mix, start_run
 from nano_training.data import RegionPool, page_regions
-from nano_training.objectives import CLEAN, NOISY, PROMPT, pad_ids, segment_mask
+from nano_training.objectives import CLEAN, NOISY, PROMPT, block_ids, draw_mask, segment_mask
 
 Line = tuple[np.ndarray, str]
 
@@ -70,31 +70,10 @@ def width_batches(lines: list[Line], rng: random.Random, batch: int, n_batches: 
     return out
 
 
-def block_mask(clean: torch.Tensor, real: torch.Tensor, block_size: int, generator: torch.Generator,
-               eps: float = 1e-3) -> torch.Tensor:
-    """Which answer characters are masked. Block size 1: all of them (each is a frontier read
-    of its own). Otherwise SDAR's uniform rate t ~ U(0,1), at least one masked per row."""
-    if block_size == 1:
-        return real.clone()
-    b, n = clean.shape
-    prob = (1 - eps) * torch.rand(b, 1, generator=generator) + eps
-    masked = (torch.rand(b, n, generator=generator) < prob) & real
-    none = ~masked.any(1)
-    if none.any():
-        first = torch.argmax(real.float() * torch.rand(b, n, generator=generator), dim=1)
-        masked[none, first[none]] = True
-    return masked
-
-
-def block_answers(tok: CharTokenizer, texts: list[str], block_size: int) -> torch.Tensor:
-    """(B, n) answers: text, ``<eos>``, then ``<eos>`` up to the end of that block (the decoder
-    fills whole blocks), ``<pad>`` after."""
-    answers = []
-    for text in texts:
-        ids = tok.encode(text)
-        n_full = -(-(len(ids) + 1) // block_size) * block_size
-        answers.append(ids + [tok.eos_id] * (n_full - len(ids)))
-    return pad_ids(answers, tok.pad_id)
+def block_mask(real: torch.Tensor, block_size: int, generator: torch.Generator) -> torch.Tensor:
+    """Which answer characters are masked. Block size 1: all of them (each is a frontier read of
+    its own). Otherwise the subword pair's uniform SDAR draw (:func:`objectives.draw_mask`)."""
+    return real.clone() if block_size == 1 else draw_mask(real, block_size, generator)
 
 
 def denoise_logits(model: NanoOCR, tok: CharTokenizer, v: Visual, clean: torch.Tensor, masked: torch.Tensor,
@@ -123,9 +102,9 @@ def diffusion_loss(model: NanoOCR, tok: CharTokenizer, batch: list[Line], block_
     images, widths = collate([pix for pix, _ in batch])
     with torch.no_grad():
         v = model.encode(images, widths)
-    clean = block_answers(tok, [text for _, text in batch], block_size)
+    clean = block_ids(tok, [text for _, text in batch], block_size)
     real = clean != tok.pad_id
-    masked = block_mask(clean, real, block_size, generator)
+    masked = block_mask(real, block_size, generator)
     logits = denoise_logits(model, tok, v, clean, masked, block_size)[masked].float()
     main = F.cross_entropy(logits, clean[masked])
     acc = (logits.argmax(-1) == clean[masked]).float().mean()

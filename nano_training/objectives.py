@@ -128,10 +128,16 @@ def masked_run_length(masked: torch.Tensor, block_size: int) -> torch.Tensor:
 
 
 def block_answers(tok: SubwordTokenizer, batch, block_size: int) -> torch.Tensor:
-    """(B, N) answer ids as a block decoder fills them: the text, <|endoftext|>, then <|endoftext|>
-    up to the end of that block; rows padded with ``pad_id`` to a common multiple of ``block_size``."""
+    """(B, N) answer ids of a batch of regions as a block decoder fills them (:func:`block_ids`)."""
+    return block_ids(tok, [r.text for r in batch], block_size)
+
+
+def block_ids(tok: SubwordTokenizer | CharTokenizer, texts: list[str], block_size: int) -> torch.Tensor:
+    """(B, N) answer ids as a block decoder fills them: the text, the stop token (``eos_id``), then
+    the stop token up to the end of that block; rows padded with ``pad_id`` to a common multiple of
+    ``block_size``. Both pairs' tokenizers (the character pair's stop token is ``<eos>``)."""
     answers = []
-    for s in (tok.encode(r.text) for r in batch):
+    for s in (tok.encode(t) for t in texts):
         n_full = -(-(len(s) + 1) // block_size) * block_size
         answers.append(s + [tok.eos_id] * (n_full - len(s)))
     return pad_ids(answers, tok.pad_id)

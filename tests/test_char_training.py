@@ -20,7 +20,8 @@ def test_a_block_size_1_training_row_is_the_self_speculative_query():
     block-length-1 decode shows the model: the prompt, the clean characters before it, and one
     <mask> at its own position. So its logits equal the backend's, one committed character at a time."""
     from models.nano.preprocess import collate
-    from nano_training.char_train import block_answers, denoise_logits
+    from nano_training.char_train import denoise_logits
+    from nano_training.objectives import block_ids
 
     backend = load_backend("nano-char", "diffusion")
     tok, model = backend.tok, backend.model
@@ -28,7 +29,7 @@ def test_a_block_size_1_training_row_is_the_self_speculative_query():
     regions = regions_for(backend, page)[:2]
     texts = [r.gt_text for r in regions]
     ctx = backend.encode(page, regions)
-    clean = block_answers(tok, texts, 1)
+    clean = block_ids(tok, texts, 1)
     with torch.inference_mode():
         images, widths = collate([c.pixels for c in ctx.crops])
         want = denoise_logits(model, tok, model.encode(images, widths), clean, clean != tok.pad_id, 1)

@@ -6,7 +6,6 @@ decodes back to back (decoding/sequential.py), so both count forwards, tokens an
 
 from __future__ import annotations
 
-
 from dataclasses import replace
 
 from mudiff_viz.core import align
