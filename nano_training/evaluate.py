@@ -47,15 +47,19 @@ from mudiff_viz.inputs.photo import photographed
 THRESHOLDS = (0.5, 0.75, 0.9, 0.95, 0.99)
 
 
-def eval_pages(pages_per_font: int, seed: int = 2024, fonts=tuple(synth.FONTS)) -> list[tuple[str, Page]]:
-    """Held-out pages: (label, rendered page) for each Base-14 family at 10-12 pt, 150 DPI."""
-    rng = random.Random(seed)
+SPLIT_SEEDS = {"test": 2024, "val": 777}  # "val": the pages training runs are chosen on; "test": read once
+
+
+def eval_pages(pages_per_font: int, seed: int | None = None, fonts=tuple(synth.FONTS), split: str = "test") -> list[tuple[str, Page]]:
+    """Held-out pages: (label, rendered page) for each Base-14 family at 10-12 pt, 150 DPI, with the
+    text of ``split`` (never used in training)."""
+    rng = random.Random(SPLIT_SEEDS[split] if seed is None else seed)
     out = []
     for font in fonts:
         for i in range(pages_per_font):
             style = synth.PageStyle(font=font, size=rng.choice([10.0, 11.0, 12.0]), columns=rng.choice([1, 1, 2]),
                                     margin=rng.uniform(54, 80), heading=rng.random() < 0.7)
-            out.append((f"{font}-{i}", synth.random_page(rng, "test", style=style).render(150)))
+            out.append((f"{font}-{i}", synth.random_page(rng, split, style=style).render(150)))
     return out
 
 
@@ -156,6 +160,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m nano_training.evaluate", description=__doc__.split("\n\n")[0])
     ap.add_argument("--pair", default="nano", help="nano, nano-char, nano-subword, or a path prefix P of two directories P-ar and P-diffusion")
     ap.add_argument("--pages-per-font", type=int, default=4)
+    ap.add_argument("--split", choices=sorted(SPLIT_SEEDS), default="test",
+                    help="val: the validation pages checkpoints are chosen on (use --pages-per-font 2); test: the held-out pages, read once")
     ap.add_argument("--thresholds", default=",".join(str(t) for t in THRESHOLDS))
     ap.add_argument("--block-length", type=int, default=32)
     ap.add_argument("--strategy", default="low_confidence_dynamic", choices=strategy_names(),
@@ -186,7 +192,7 @@ def main(argv=None) -> None:
                                          draft_length=args.draft_length)
     except UserInputError as exc:
         ap.error(str(exc))
-    pages, references = eval_pages(args.pages_per_font), None
+    pages, references = eval_pages(args.pages_per_font, split=args.split), None
     if angles:
         pages, references = scan_pages(pages, angles)
     rows = run(args.pair, pages, thresholds, params, with_ar=args.with_ar, references=references, self_speculative=self_spec)
@@ -195,7 +201,7 @@ def main(argv=None) -> None:
         "pair": args.pair,
         "all": {s: summarize(rows, s) for s in settings},
         "per_font": {f: {s: summarize(rows, s, f) for s in per_font_settings(settings)} for f in synth.FONTS},
-        "setup": {"dpi": 150, "pages_per_font": args.pages_per_font, "threads": args.threads,
+        "setup": {"dpi": 150, "split": args.split, "pages_per_font": args.pages_per_font, "threads": args.threads,
                   **({"scans": {"angles": angles, **SCAN_SETUP}} if angles else {}),
                   **{k: v for k, v in params.knobs().items() if k != "threshold"}},
         "rows": rows,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from rapidfuzz.distance import Levenshtein
 
 from models.nano.model import CharTables, NanoOCR, Visual, answer_position, masked_runs, walk
 from models.nano.tokenizer import CharTokenizer, SubwordTokenizer
@@ -215,6 +216,58 @@ def commit_own_guesses(logits: torch.Tensor, masked: torch.Tensor, block_size: i
     return (m & ~commit).view(b, n), guess.view(b, n), commit.view(b, n)
 
 
+def misread_neighbours(tok: SubwordTokenizer) -> list[list[int]]:
+    """Per token id, the vocabulary tokens one edit away from its text (a character dropped, added
+    or changed; no newlines, no special tokens): what a one-glyph misreading commits instead.
+    Found with a symmetric-deletion index (two texts one edit apart share a one-deletion variant;
+    the index also pairs some two edits apart, which rapidfuzz's distance drops)."""
+    n = tok.vocab_size
+    specials = {tok.eos_id, tok.bos_id, tok.im_end_id, tok.image_pad_id, tok.mask_id, tok.pad_id}
+    texts = {i: tok.token_text(i) for i in range(n) if i not in specials}
+    texts = {i: t for i, t in texts.items() if t and "\n" not in t and "\ufffd" not in t}
+    index: dict[str, set[int]] = {}
+    for i, t in texts.items():
+        for v in {t} | {t[:k] + t[k + 1:] for k in range(len(t))}:
+            index.setdefault(v, set()).add(i)
+    out: list[list[int]] = [[] for _ in range(n)]
+    for i, t in texts.items():
+        near: set[int] = set()
+        for v in {t} | {t[:k] + t[k + 1:] for k in range(len(t))}:
+            near |= index.get(v, set())
+        out[i] = sorted(j for j in near if j != i and Levenshtein.distance(t, texts[j]) == 1)
+    return out
+
+
+def misread_context(clean: torch.Tensor, neighbours: list[list[int]], rate: float,
+                    generator: torch.Generator) -> torch.Tensor:
+    """``clean`` with each token that has neighbours replaced, with probability ``rate``, by one of
+    them drawn at random (:func:`misread_neighbours`). Why: at inference the committed text holds the
+    model's own misreadings, and one that drops or adds a character moves the reading position off
+    the glyphs (positions walk the committed text); a model trained only on true context then reads
+    the glyphs it has already read (a ``values (``nan``, ``inf``,`` line read as ``(``an``, ``````)``,
+    docs/nano-models.md). The targets stay the true tokens: read on from the glyphs, not the count.
+    Measured, not shipped: both sources read worse on the validation pages (docs/nano-models.md)."""
+    pick = (torch.rand(clean.shape, generator=generator) < rate).nonzero().tolist()
+    noisy = clean.clone()
+    for r, c in pick:
+        near = neighbours[int(clean[r, c])]
+        if near:
+            noisy[r, c] = near[int(torch.randint(0, len(near), (1,), generator=generator))]
+    return noisy
+
+
+@torch.no_grad()
+def own_misreads(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, v: Visual, clean: torch.Tensor,
+                 rate: float, generator: torch.Generator) -> torch.Tensor:
+    """``clean`` where each token the model misreads at block size 1 (its argmax from the true context
+    before it, the stop token aside) is, with probability ``rate``, replaced by that misreading."""
+    real = clean != tok.pad_id
+    guess = denoise_logits(model, tok, tables, v, clean, real, 1).argmax(-1)
+    wrong = real & (guess != clean) & (clean != tok.eos_id) & (guess != tok.eos_id)
+    keep = torch.rand(clean.shape, generator=generator) < rate
+    return torch.where(wrong & keep, guess, clean)
+
+
 def line_break_tokens(clean: torch.Tensor, tables: CharTables) -> torch.Tensor:
     """(B, L) True on a token that writes a newline and on the token right after one."""
     nl = tables.newlines[clean] > 0
@@ -237,6 +290,9 @@ def diffusion_loss(
     own_share: float = 0.0,
     own_max: int = 8,
     break_weight: float = 1.0,
+    misread_rate: float = 0.0,
+    neighbours: list[list[int]] | None = None,
+    misread_source: str = "neighbours",
 ):
     """SDAR loss. A row is masked uniformly (t ~ U(0,1), each answer token masked with p = (1-eps)t + eps)
     or, with probability ``suffix_share``, as a left-to-right decode leaves a block: every block keeps a
@@ -255,7 +311,14 @@ def diffusion_loss(
 
     ``break_weight`` > 1 weights the masked tokens at a line break (a token that writes a newline,
     and the first token of the next line) that much more: a break read as a space sends the reading
-    position into the next line's glyphs, and that line is then read twice."""
+    position into the next line's glyphs, and that line is then read twice.
+
+    ``misread_rate`` > 0: the context (clean copy, and the noisy copy's shown tokens) holds one-edit
+    misreadings at that rate (:func:`misread_context`, ``neighbours`` from :func:`misread_neighbours`);
+    the loss stays against the true tokens. ``misread_source="own"`` takes the misreadings from the
+    model itself instead: one block-size-1 forward without gradients reads every token from the true
+    context, and each token it gets wrong enters the context with probability ``misread_rate`` (the
+    errors a block-length-1 decode actually commits, at their own rate)."""
     if freeze_vision:
         with torch.no_grad():
             v = encode_batch(model, batch)
@@ -273,7 +336,14 @@ def diffusion_loss(
         still, guess, commit = commit_own_guesses(first, masked, block_size, commits * rows)
         own = commit.float().sum().item() / max(masked.float().sum().item(), 1.0)
         masked, shown = still, torch.where(commit, guess, clean)
-    logits = denoise_logits(model, tok, tables, v, clean, masked, block_size, shown)
+    context = clean
+    if misread_rate > 0 and misread_source == "own":
+        context = own_misreads(model, tok, tables, v, clean, misread_rate, generator)
+        shown = torch.where(masked, clean, context if shown is None else torch.where(shown == clean, context, shown))
+    elif misread_rate > 0:
+        context = misread_context(clean, neighbours, misread_rate, generator)
+        shown = torch.where(masked, clean, context if shown is None else torch.where(shown == clean, context, shown))
+    logits = denoise_logits(model, tok, tables, v, context, masked, block_size, shown)
     if near_halflife > 0 or break_weight != 1.0:
         weight = torch.ones(masked.shape, dtype=torch.float32)
         if near_halflife > 0:
@@ -287,5 +357,6 @@ def diffusion_loss(
     with torch.no_grad():
         acc = (logits[masked].argmax(-1) == clean[masked]).float().mean()
     ctc = torch.zeros(()) if freeze_vision else ctc_loss(model, v, batch)
+    misread = ((context != clean).sum() / real.sum()).item()
     return main + ctc_weight * ctc, {"ce": main.item(), "acc": acc.item(), "ctc": ctc.item(),
-                                     "masked": masked.float().mean().item(), "own": own}
+                                     "masked": masked.float().mean().item(), "own": own, "misread": misread}

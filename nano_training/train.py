@@ -27,7 +27,7 @@ from rapidfuzz.distance import Levenshtein
 
 from nano_training.data import RegionPool, page_regions
 from models.nano.model import CharTables, NanoConfig, NanoOCR, count_m
-from nano_training.objectives import CHARS, ar_loss, diffusion_loss, encode_batch
+from nano_training.objectives import CHARS, ar_loss, diffusion_loss, encode_batch, misread_neighbours
 from models.nano.tokenizer import SubwordTokenizer
 from nano_training.checkpoints import load_checkpoint, lr_at, parse_mix, rng_from_list, rng_to_list, save_checkpoint, start_run
 from models.nano.weights import load_model, save_model
@@ -74,6 +74,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "estimated start, e.g. 0,0,-2.4,-1.2,1.2,2.4 (NanoOCR.query_positions); one value per head")
     ap.add_argument("--break-weight", type=float, default=1.0,
                     help="diffusion: loss weight of masked tokens at a line break (the newline token and the next one)")
+    ap.add_argument("--misread-rate", type=float, default=0.0,
+                    help="diffusion: share of context tokens replaced by a one-edit misreading (targets stay true)")
+    ap.add_argument("--misread-source", choices=["neighbours", "own"], default="neighbours",
+                    help="diffusion: where context misreadings come from: one-edit vocabulary neighbours, or the "
+                         "model's own block-size-1 errors (kept with probability --misread-rate)")
     ap.add_argument("--block-sizes", default="8:0.2,16:0.3,32:0.5", help="diffusion block size mix")
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                     help="bf16 autocast (default: on where the CPU has AVX-512; on AVX2-only CPUs bf16 matmuls "
@@ -240,6 +245,7 @@ def main(argv=None) -> None:
     val = [s for _ in range(4) for s in page_regions(val_rng, "val", augment=False, dpi=150)]
     val_batches = [val[i : i + 6] for i in range(0, min(len(val), 36), 6)]
     blocks, block_p = parse_mix(args.block_sizes)
+    neighbours = misread_neighbours(tok) if args.misread_rate > 0 and args.misread_source == "neighbours" else None
     queue: list = []
     t0, seen_tokens = time.time(), 0
     while step < args.steps:
@@ -256,7 +262,9 @@ def main(argv=None) -> None:
                 loss, parts = diffusion_loss(model, tok, tables, batch, bs, gen, args.ctc_weight,
                                               suffix_share=args.suffix_share, near_halflife=args.near_halflife,
                                               freeze_vision=args.freeze_vision, own_share=args.own_share,
-                                              own_max=args.own_max, break_weight=args.break_weight)
+                                              own_max=args.own_max, break_weight=args.break_weight,
+                                              misread_rate=args.misread_rate, neighbours=neighbours,
+                                              misread_source=args.misread_source)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()

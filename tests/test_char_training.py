@@ -117,3 +117,82 @@ def test_break_weight_changes_only_the_weighting_of_the_loss():
 
     assert loss(1.0) == loss(1.0, near=2.0)
     assert not np.isclose(loss(4.0), loss(1.0))
+
+
+def test_misread_neighbours_are_one_edit_away_and_never_special():
+    """What the misread context swaps in: a vocabulary token one character dropped, added or changed."""
+    from rapidfuzz.distance import Levenshtein
+
+    from nano_training.objectives import misread_neighbours
+
+    tok = load_backend("nano-subword", "diffusion").tok
+    near = misread_neighbours(tok)
+    specials = {tok.eos_id, tok.bos_id, tok.im_end_id, tok.image_pad_id, tok.mask_id, tok.pad_id}
+    assert all(not near[i] for i in specials)
+    for i in tok.encode("values (``nan``, ``inf``, the"):
+        text = tok.token_text(i)
+        assert near[i], text
+        for j in near[i]:
+            assert j not in specials and Levenshtein.distance(text, tok.token_text(j)) == 1, (text, tok.token_text(j))
+    assert tok.encode("`")[0] in near[tok.encode("``")[0]]  # the misreading behind a ``````...`` run
+
+
+def test_misread_context_swaps_some_tokens_for_neighbours_and_keeps_the_targets():
+    """The loss with a misread context still scores the true tokens: at rate 0 it is the plain loss;
+    at a rate it changes, and the context it used differs from the truth only at neighbour swaps."""
+    from models.nano.model import CharTables
+    from nano_training.data import RegionSample
+    from nano_training.objectives import diffusion_loss, misread_context, misread_neighbours
+
+    backend = load_backend("nano-subword", "diffusion")
+    tok = backend.tok
+    near = misread_neighbours(tok)
+    clean = torch.tensor([tok.encode("If ``allow_nan`` is false, then it will be a ``ValueError`` to serialize")] * 8)
+    noisy = misread_context(clean, near, 0.2, torch.Generator().manual_seed(1))
+    changed = (noisy != clean).nonzero().tolist()
+    assert 0.1 * clean.numel() < len(changed) < 0.3 * clean.numel()
+    assert all(int(noisy[r, c]) in near[int(clean[r, c])] for r, c in changed)
+
+    page = synth.random_page(random.Random(3), "val").render(150)
+    regions = regions_for(backend, page)[:2]
+    ctx = backend.encode(page, regions)
+    batch = [RegionSample([c.pixels for c in crops], r.gt_text.split("\n")) for crops, r in zip(ctx.crops, regions)]
+    tables = CharTables.of(tok)
+
+    def loss(rate: float) -> float:
+        with torch.inference_mode():
+            return diffusion_loss(backend.model, tok, tables, batch, 1, torch.Generator().manual_seed(0),
+                                  freeze_vision=True, misread_rate=rate, neighbours=near)[1]["ce"]
+
+    plain = loss(0.0)
+    assert not np.isclose(loss(0.3), plain)
+    assert loss(0.3) > plain  # misread context makes the true next token harder to read, not easier
+
+
+def test_own_misreads_are_the_models_block_size_1_errors():
+    """The ``own`` misread source puts into the context exactly the tokens the model gets wrong at
+    block size 1 (its argmax from true context), all of them at rate 1 and none at rate 0."""
+    from models.nano.model import CharTables
+    from nano_training.objectives import block_ids, denoise_logits, encode_batch, own_misreads
+    from nano_training.data import RegionSample
+
+    backend = load_backend("nano-subword", "diffusion")
+    tok, model = backend.tok, backend.model
+    page = synth.random_page(random.Random(8), "val", style=synth.PageStyle(font="helvetica", size=10.0)).render(150)
+    regions = regions_for(backend, page)[:4]
+    ctx = backend.encode(page, regions)
+    batch = [RegionSample([c.pixels for c in crops], r.gt_text.split("\n")) for crops, r in zip(ctx.crops, regions)]
+    tables = CharTables.of(tok)
+    with torch.inference_mode():
+        v = encode_batch(model, batch)
+        clean = block_ids(tok, [r.text for r in batch], 1)
+        guess = denoise_logits(model, tok, tables, v, clean, clean != tok.pad_id, 1).argmax(-1)
+        none = own_misreads(model, tok, tables, v, clean, 0.0, torch.Generator().manual_seed(0))
+        every = own_misreads(model, tok, tables, v, clean, 1.0, torch.Generator().manual_seed(0))
+    assert torch.equal(none, clean)
+    changed = every != clean
+    assert changed.any()  # a 10 pt Helvetica page: the model misreads some tokens
+    assert torch.equal(every[changed], guess[changed])
+    assert changed.sum() < 0.1 * (clean != tok.pad_id).sum()  # ... and reads most of them
+    untouched = (guess == clean) | (clean == tok.eos_id) | (guess == tok.eos_id)
+    assert not changed[untouched].any()
