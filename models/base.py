@@ -248,6 +248,23 @@ class SpecLayout:
             ids[:, at] = self.anchors
         return ids, offsets
 
+    def after_clean_prefix(self) -> torch.Tensor:
+        """(b, width - n), in :meth:`after_clean`'s order: how many clean tokens each token after the
+        clean ones follows (a verify query and its branch: the query's prefix; an unbranched draft
+        block: the row's clean tokens). A model whose positions move with the committed text (glyph
+        anchoring, models/nano/anchor.py) places each token after that prefix."""
+        b = self.clean.shape[0]
+        j = self.query_prefix()
+        w = self.n_drafts
+        parts = [j[None, :].expand(b, -1)]
+        if self.branched:
+            parts.append(j.repeat_interleave(w)[None, :].expand(b, -1))
+        elif w:
+            parts.append(self.n_clean[:, None].expand(b, w))
+        if self.n_anchored:
+            parts.append(j[: self.n_anchored].repeat_interleave(1 + w)[None, :].expand(b, -1))
+        return torch.cat(parts, 1)
+
     def split(self, after: torch.Tensor) -> "SpecLogits":
         """The logits of the tokens after the clean ones (b, width - n, V), in :meth:`after_clean`'s
         order, as SpecLogits: the verify queries', the draft blocks' and the anchored branches'

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from models.nano.anchor import ANCHOR_REACH
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.metrics import cer, first_step_share, mean_steps_per_block
 from mudiff_viz.decoding.pipeline import decode_page
@@ -127,6 +128,15 @@ def run(pair: str, pages, thresholds=THRESHOLDS, params: DecodeParams | None = N
     return rows
 
 
+def set_anchor_reach(pair: str, reach: int) -> None:
+    """Glyph anchoring at ``reach`` for both twins of ``pair`` (the cached backends every decode of
+    this process uses)."""
+    from models.registry import load_backend
+
+    for kind in ("ar", "diffusion"):
+        load_backend(twin_spec(pair, kind), kind).anchor_reach = reach
+
+
 def _mean(values) -> float | None:
     values = [v for v in values if v is not None]
     return sum(values) / len(values) if values else None
@@ -174,10 +184,14 @@ def main(argv=None) -> None:
                     help="also the self-speculative decoder with these draft branches (comma-separated: masks, runner-up)")
     ap.add_argument("--draft-length", type=int, default=KNOB["draft_length"].default,
                     help="the self-speculative decoder's draft length (0: the model's own)")
+    ap.add_argument("--anchor-reach", type=int, default=None, metavar="N",
+                    help="glyph anchoring reach of both twins (0: off; default: the backends' own, models/nano/anchor.py)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.anchor_reach is not None:
+        set_anchor_reach(args.pair, args.anchor_reach)
     try:
         thresholds = () if args.no_diffusion else tuple(float(x) for x in args.thresholds.split(","))
         angles = [float(x) for x in args.scans.split(",")] if args.scans else []
@@ -201,7 +215,7 @@ def main(argv=None) -> None:
         "pair": args.pair,
         "all": {s: summarize(rows, s) for s in settings},
         "per_font": {f: {s: summarize(rows, s, f) for s in per_font_settings(settings)} for f in synth.FONTS},
-        "setup": {"dpi": 150, "split": args.split, "pages_per_font": args.pages_per_font, "threads": args.threads,
+        "setup": {"dpi": 150, "split": args.split, "anchor_reach": ANCHOR_REACH if args.anchor_reach is None else args.anchor_reach, "pages_per_font": args.pages_per_font, "threads": args.threads,
                   **({"scans": {"angles": angles, **SCAN_SETUP}} if angles else {}),
                   **{k: v for k, v in params.knobs().items() if k != "threshold"}},
         "rows": rows,

@@ -69,8 +69,20 @@ def pad_ids(seqs: list[list[int]], value: int) -> torch.Tensor:
 def ar_loss(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, batch, ctc_weight: float = 0.5):
     v = encode_batch(model, batch)
     ids = [tok.encode(r.text) for r in batch]
-    inputs = pad_ids(ids, tok.pad_id)  # t1..tn
     targets = pad_ids([s + [tok.eos_id] for s in ids], tok.pad_id)  # t1..tn, eos
+    logits = ar_logits(model, tok, tables, v, pad_ids(ids, tok.pad_id))
+    flat_t = targets.reshape(-1)
+    main = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), flat_t, ignore_index=tok.pad_id)
+    with torch.no_grad():
+        keep = flat_t != tok.pad_id
+        acc = (logits.reshape(-1, logits.shape[-1]).argmax(-1)[keep] == flat_t[keep]).float().mean()
+    ctc = ctc_loss(model, v, batch)
+    return main + ctc_weight * ctc, {"ce": main.item(), "acc": acc.item(), "ctc": ctc.item()}
+
+
+def ar_logits(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, v: Visual, inputs: torch.Tensor) -> torch.Tensor:
+    """The AR twin's causal forward over ``[prompt ; t1..tn]`` (``inputs`` padded with ``pad_id``):
+    logits (B, n + 1, V), row i predicting token i + 1 (the last one the stop token)."""
     b, p = v.vis_mask.shape
     n = inputs.shape[1]
     real = inputs != tok.pad_id
@@ -82,14 +94,7 @@ def ar_loss(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, batch, ct
     block = torch.cat([torch.full((b, p + 1), -1), torch.arange(n).expand(b, n)], 1)
     valid = torch.cat([v.vis_mask, torch.ones(b, 1, dtype=torch.bool), real], 1)
     hidden, _ = model.run_layers(x, positions, segment_mask(kind, block, valid))
-    logits = model.logits(hidden[:, p:])  # predictions from <|im_start|>, t1..tn
-    flat_t = targets.reshape(-1)
-    main = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), flat_t, ignore_index=tok.pad_id)
-    with torch.no_grad():
-        keep = flat_t != tok.pad_id
-        acc = (logits.reshape(-1, logits.shape[-1]).argmax(-1)[keep] == flat_t[keep]).float().mean()
-    ctc = ctc_loss(model, v, batch)
-    return main + ctc_weight * ctc, {"ce": main.item(), "acc": acc.item(), "ctc": ctc.item()}
+    return model.logits(hidden[:, p:])  # predictions from <|im_start|>, t1..tn
 
 
 def draw_mask(real: torch.Tensor, block_size: int, generator: torch.Generator, eps: float = 1e-3,
@@ -293,6 +298,8 @@ def diffusion_loss(
     misread_rate: float = 0.0,
     neighbours: list[list[int]] | None = None,
     misread_source: str = "neighbours",
+    teacher: NanoOCR | None = None,
+    distill_weight: float = 0.0,
 ):
     """SDAR loss. A row is masked uniformly (t ~ U(0,1), each answer token masked with p = (1-eps)t + eps)
     or, with probability ``suffix_share``, as a left-to-right decode leaves a block: every block keeps a
@@ -318,7 +325,11 @@ def diffusion_loss(
     the loss stays against the true tokens. ``misread_source="own"`` takes the misreadings from the
     model itself instead: one block-size-1 forward without gradients reads every token from the true
     context, and each token it gets wrong enters the context with probability ``misread_rate`` (the
-    errors a block-length-1 decode actually commits, at their own rate)."""
+    errors a block-length-1 decode actually commits, at their own rate).
+
+    ``teacher`` (the AR twin) and ``distill_weight`` w > 0: on block-size-1 batches, where every
+    masked token is a frontier read from true context, exactly the AR twin's next-token question,
+    the loss becomes (1 - w) CE + w KL(teacher || twin) over the masked tokens."""
     if freeze_vision:
         with torch.no_grad():
             v = encode_batch(model, batch)
@@ -354,9 +365,18 @@ def diffusion_loss(
         main = (per_token * weight[masked]).sum() / weight[masked].sum()
     else:
         main = F.cross_entropy(logits[masked].float(), clean[masked])
+    kl, ce = 0.0, main.item()
+    if teacher is not None and distill_weight > 0 and block_size == 1:
+        with torch.no_grad():
+            ids = [tok.encode(r.text) for r in batch]
+            want = ar_logits(teacher, tok, tables, encode_batch(teacher, batch), pad_ids(ids, tok.pad_id)).float()
+        log_want = want.log_softmax(-1)[masked]
+        div = F.kl_div(logits[masked].float().log_softmax(-1), log_want, log_target=True, reduction="batchmean")
+        main = (1 - distill_weight) * main + distill_weight * div
+        kl = div.item()
     with torch.no_grad():
         acc = (logits[masked].argmax(-1) == clean[masked]).float().mean()
     ctc = torch.zeros(()) if freeze_vision else ctc_loss(model, v, batch)
     misread = ((context != clean).sum() / real.sum()).item()
-    return main + ctc_weight * ctc, {"ce": main.item(), "acc": acc.item(), "ctc": ctc.item(),
-                                     "masked": masked.float().mean().item(), "own": own, "misread": misread}
+    return main + ctc_weight * ctc, {"ce": ce, "acc": acc.item(), "ctc": ctc.item(),
+                                     "masked": masked.float().mean().item(), "own": own, "misread": misread, "kl": kl}

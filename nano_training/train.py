@@ -79,6 +79,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--misread-source", choices=["neighbours", "own"], default="neighbours",
                     help="diffusion: where context misreadings come from: one-edit vocabulary neighbours, or the "
                          "model's own block-size-1 errors (kept with probability --misread-rate)")
+    ap.add_argument("--distill-ar", type=Path, help="diffusion: the AR twin (directory) to distil into block-size-1 reads")
+    ap.add_argument("--distill-weight", type=float, default=0.5, help="diffusion: the KL share of the loss with --distill-ar")
     ap.add_argument("--block-sizes", default="8:0.2,16:0.3,32:0.5", help="diffusion block size mix")
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                     help="bf16 autocast (default: on where the CPU has AVX-512; on AVX2-only CPUs bf16 matmuls "
@@ -246,6 +248,7 @@ def main(argv=None) -> None:
     val_batches = [val[i : i + 6] for i in range(0, min(len(val), 36), 6)]
     blocks, block_p = parse_mix(args.block_sizes)
     neighbours = misread_neighbours(tok) if args.misread_rate > 0 and args.misread_source == "neighbours" else None
+    teacher = load_model(args.distill_ar)[0].eval().requires_grad_(False) if args.distill_ar else None
     queue: list = []
     t0, seen_tokens = time.time(), 0
     while step < args.steps:
@@ -264,7 +267,8 @@ def main(argv=None) -> None:
                                               freeze_vision=args.freeze_vision, own_share=args.own_share,
                                               own_max=args.own_max, break_weight=args.break_weight,
                                               misread_rate=args.misread_rate, neighbours=neighbours,
-                                              misread_source=args.misread_source)
+                                              misread_source=args.misread_source, teacher=teacher,
+                                              distill_weight=args.distill_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()

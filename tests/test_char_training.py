@@ -196,3 +196,37 @@ def test_own_misreads_are_the_models_block_size_1_errors():
     assert changed.sum() < 0.1 * (clean != tok.pad_id).sum()  # ... and reads most of them
     untouched = (guess == clean) | (clean == tok.eos_id) | (guess == tok.eos_id)
     assert not changed[untouched].any()
+
+
+def test_distilling_the_ar_twin_lines_up_its_next_token_reads_with_block_size_1_reads():
+    """At block size 1 each masked token of the twin asks what the AR twin asks at the same index
+    (the next token after true context), so the teacher's row i and the twin's masked position i
+    both read answer token i; w = 0 leaves the loss alone, w > 0 adds the divergence (the CE logged stays the CE)."""
+    from models.nano.model import CharTables
+    from nano_training.data import RegionSample
+    from nano_training.objectives import ar_logits, block_ids, diffusion_loss, encode_batch, pad_ids
+
+    twin = load_backend("nano-subword", "diffusion")
+    teacher = load_backend("nano-subword", "ar").model
+    tok = twin.tok
+    page = synth.random_page(random.Random(6), "val").render(150)
+    regions = regions_for(twin, page)[:3]
+    ctx = twin.encode(page, regions)
+    batch = [RegionSample([c.pixels for c in crops], r.gt_text.split("\n")) for crops, r in zip(ctx.crops, regions)]
+    tables = CharTables.of(tok)
+    with torch.inference_mode():
+        clean = block_ids(tok, [r.text for r in batch], 1)
+        ids = [tok.encode(r.text) for r in batch]
+        reads = ar_logits(teacher, tok, tables, encode_batch(teacher, batch), pad_ids(ids, tok.pad_id)).argmax(-1)
+        assert reads.shape == clean.shape
+        real = clean != tok.pad_id
+        assert (reads[real] == clean[real]).float().mean() >= 0.9  # shifted by one it would be near 0
+
+        def parts(w: float) -> dict:
+            return diffusion_loss(twin.model, tok, tables, batch, 1, torch.Generator().manual_seed(0), freeze_vision=True,
+                                  teacher=teacher, distill_weight=w)[1]
+
+        plain, none, half = parts(0.0), diffusion_loss(twin.model, tok, tables, batch, 1, torch.Generator().manual_seed(0),
+                                                       freeze_vision=True)[1], parts(0.5)
+    assert plain["ce"] == none["ce"] and plain["kl"] == 0.0
+    assert half["ce"] == none["ce"] and 0.0 < half["kl"] < 1.0  # the twins mostly agree: a small divergence

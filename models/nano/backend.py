@@ -7,7 +7,8 @@ line is encoded on its own and the lines' visual tokens are concatenated in read
 cache holds every row at the same length (visual tokens are left-padded, blocks advance in
 lockstep), so a finished row simply stops being addressed by ``rows``. The backend keeps each
 row's reading position (line, column after its committed text), from which the answer's rotary
-positions follow (models/nano/model.py).
+positions follow (models/nano/model.py), and, after every commit, moves the column back onto the
+glyphs the CTC head reads (models/nano/anchor.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 
 from models.base import Backend, SpecLayout, SpecLogits, fingerprint
+from models.nano.anchor import ANCHOR_REACH, anchored_column
 from models.nano.cache import BatchCache
 from models.nano.model import CharTables, NanoOCR, answer_position, count_m, masked_runs, walk
 from models.nano.preprocess import LineCrop, collate, crop_line, ink_levels, reference_height, to_gray
@@ -39,7 +41,9 @@ class NanoContext:
     line_starts: torch.Tensor  # (B, max_lines + 1) start of each line on the position axis
     line: torch.Tensor  # (B,) reading position after each region's committed text: line ...
     col: torch.Tensor  # (B,) ... and column
-    tentative: tuple | None = None  # after a spec_forward: (rows, line, col after each clean prefix)
+    ctc_lines: list[list[str]]  # per region, per line: the CTC head's reading (what the column anchors on)
+    texts: list[str]  # per region: its committed text
+    tentative: tuple | None = None  # after a spec_forward: (rows, line, col after each clean prefix, clean tokens)
 
 
 class TokenizedBackend(Backend):
@@ -78,6 +82,7 @@ class NanoBackend(TokenizedBackend):
     # its forward of many tokens is dear (a 2,048-id vocabulary at every position) and its drafts are
     # kept less often than the character pair's: 4 was fastest on both draft-and-verify decoders
     draft_length = 4
+    anchor_reach = ANCHOR_REACH  # glyph anchoring after each commit (0: count characters only)
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None) -> None:
         model, self.tok = load_model(Path(model_dir))
@@ -92,6 +97,8 @@ class NanoBackend(TokenizedBackend):
         self.stop_ids = self.tok.stop_ids
         self.max_answer = self.cfg.max_answer
         self.tables = CharTables.of(self.tok).to(self.device)
+        lengths = self.tables.length.long().tolist()
+        self.pieces = [self.tok.decode([i]) if lengths[i] else "" for i in range(self.tok.vocab_size)]  # text each id writes
 
     # ---- regions ---------------------------------------------------------------------------------
 
@@ -131,17 +138,64 @@ class NanoBackend(TokenizedBackend):
             per_region.append(paths[first : first + len(cs)])
             first += len(cs)
         zero = torch.zeros(len(regions), device=self.device)
-        return NanoContext(cache, logits, crops, per_region, visual.line_starts, zero, zero.clone())
+        ctc_lines = [["".join(CHARS.token_text(t) for t, _ in path) for path in lines] for lines in per_region]
+        return NanoContext(cache, logits, crops, per_region, visual.line_starts, zero, zero.clone(), ctc_lines,
+                           [""] * len(regions))
 
     def _walk(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor, known: torch.Tensor):
         return walk(ctx.line[rows], ctx.col[rows], tokens, known, self.tables, self.cfg.chars_per_token)
+
+    def _anchor(self, ctc_lines: list[str], text: str, col: float) -> float:
+        """The column after ``text`` (a region's committed text), moved onto the glyphs of its line."""
+        line_text = text.rpartition("\n")[2]
+        k = text.count("\n")
+        if not self.anchor_reach or k >= len(ctc_lines):
+            return col
+        return float(anchored_column(line_text, ctc_lines[k], int(col), self.anchor_reach))
+
+    def _commit_text(self, ctx: NanoContext, rows: torch.Tensor, tokens: torch.Tensor) -> None:
+        """Append committed tokens to the rows' texts and anchor their columns."""
+        for r, ids in zip(rows.tolist(), tokens.tolist()):
+            ctx.texts[r] += "".join(self.pieces[t] for t in ids)
+            ctx.col[r] = self._anchor(ctx.ctc_lines[r], ctx.texts[r], float(ctx.col[r]))
 
     def _store(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor, causal: bool) -> torch.Tensor:
         """Forward known tokens, store them, and move the rows' reading positions past them."""
         _, _, line, col = self._walk(ctx, tokens, rows, torch.ones_like(tokens, dtype=torch.bool))
         logits = ctx.cache.forward(self.model, tokens, rows, answer_position(ctx.line_starts[rows], line, col), True, causal)
         ctx.line[rows], ctx.col[rows] = line[:, -1], col[:, -1]
+        self._commit_text(ctx, rows, tokens)
         return logits
+
+    def _clean_walk(self, ctx: NanoContext, rows: torch.Tensor, clean: torch.Tensor, real: torch.Tensor):
+        """Reading positions along each row's clean tokens as one-at-a-time commits leave them:
+        (line, col) after each token, where it sits, and (line, col) after each prefix clean[:j],
+        j = 0..n, anchored as a commit of clean[:j] would anchor it."""
+        line0, col0 = ctx.line[rows], ctx.col[rows]
+        if not self.anchor_reach:
+            _, _, line_a, col_a = walk(line0, col0, clean, torch.ones_like(real), self.tables, self.cfg.chars_per_token, ~real)
+            return line_a, col_a, torch.cat([line0[:, None], line_a], 1), torch.cat([col0[:, None], col_a], 1)
+        texts = [ctx.texts[r] for r in rows.tolist()]
+        ids, ok = clean.tolist(), real.tolist()
+        line, col = line0, col0
+        line_a, col_a, line_p, col_p = [], [], [line0], [col0]
+        for j in range(clean.shape[1]):
+            step = real[:, j : j + 1]
+            _, _, line_j, col_j = walk(line, col, clean[:, j : j + 1], torch.ones_like(step), self.tables,
+                                       self.cfg.chars_per_token, ~step)
+            line, col = line_j[:, 0], col_j[:, 0]
+            line_a.append(line)
+            col_a.append(col)
+            col = col.clone()
+            for i in range(len(texts)):
+                if ok[i][j]:
+                    texts[i] += self.pieces[ids[i][j]]
+                    col[i] = self._anchor(ctx.ctc_lines[int(rows[i])], texts[i], float(col[i]))
+            line_p.append(line)
+            col_p.append(col)
+        none = line0[:, None][:, :0]  # no clean tokens
+        return (torch.stack(line_a, 1) if line_a else none, torch.stack(col_a, 1) if col_a else none,
+                torch.stack(line_p, 1), torch.stack(col_p, 1))
 
     # diffusion
     def block_logits(self, ctx: NanoContext, block: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -171,12 +225,9 @@ class NanoBackend(TokenizedBackend):
         clean, n = layout.clean, layout.clean.shape[1]
         b = clean.shape[0]
         real = torch.arange(n, device=self.device)[None, :] < layout.n_clean[:, None]
-        line0, col0 = ctx.line[rows], ctx.col[rows]
-        _, _, line_a, col_a = walk(line0, col0, clean, torch.ones_like(real), self.tables, self.cfg.chars_per_token, ~real)
+        line_a, col_a, line_p, col_p = self._clean_walk(ctx, rows, clean, real)  # line_p, col_p: after clean[:j], j = 0..n
         starts = ctx.line_starts[rows]
-        line_p = torch.cat([line0[:, None], line_a], 1)  # reading position after clean[:j], j = 0..n
-        col_p = torch.cat([col0[:, None], col_a], 1)
-        ctx.tentative = (rows, line_p, col_p)
+        ctx.tentative = (rows, line_p, col_p, clean)
         parts, pos, runs = [clean], [answer_position(starts, line_a, col_a)], [torch.zeros_like(clean)]
         diffusion = self.kind == "diffusion"
         if diffusion:
@@ -238,10 +289,12 @@ class NanoBackend(TokenizedBackend):
         return SpecLogits(verify, draft, anchored)
 
     def keep(self, ctx: NanoContext, rows: torch.Tensor, n_keep: torch.Tensor) -> None:
-        kept_rows, line_p, col_p = ctx.tentative
+        kept_rows, line_p, col_p, clean = ctx.tentative
         ctx.cache.keep(n_keep)
         ctx.line[kept_rows] = line_p.gather(1, n_keep[:, None])[:, 0]
-        ctx.col[kept_rows] = col_p.gather(1, n_keep[:, None])[:, 0]
+        ctx.col[kept_rows] = col_p.gather(1, n_keep[:, None])[:, 0]  # anchored already
+        for r, ids, k in zip(kept_rows.tolist(), clean.tolist(), n_keep.tolist()):
+            ctx.texts[r] += "".join(self.pieces[t] for t in ids[:k])
         ctx.tentative = None
 
     # ---- boxes without ground truth ----------------------------------------------------------

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from models.base import SpecLayout, SpecLogits
+from models.nano.anchor import ANCHOR_REACH, anchored_column
 from models.nano.backend import TokenizedBackend
 from models.nano.cache import BatchCache
 from models.nano.model import count_m
@@ -31,8 +32,11 @@ class NanoContext:
     first_logits: torch.Tensor  # (B, V) from the prefill (<bos> position)
     crops: list[LineCrop]
     ctc_paths: list[list[tuple[int, int]]]  # per row: (token id, line-image x) of the CTC greedy path
-    n_answer: torch.Tensor  # (B,) answer tokens stored per region: the next one sits at rotary position n_answer
-    tentative: torch.Tensor | None = None  # after a spec_forward: the rows it ran for
+    n_answer: torch.Tensor  # (B,) answer tokens stored per region: the next one sits at rotary position n_answer + shift
+    shift: torch.Tensor  # (B,) how far glyph anchoring moved each row's next position (models/nano/anchor.py)
+    ctc_lines: list[str]  # per row: the CTC head's reading of its line
+    texts: list[str]  # per row: its committed text
+    tentative: tuple | None = None  # after a spec_forward: (rows, shift after each clean prefix, clean tokens)
 
 
 class NanoCharBackend(TokenizedBackend):
@@ -42,6 +46,7 @@ class NanoCharBackend(TokenizedBackend):
     # its drafts are mostly all kept, so one block after the last draft (the narrowest forward) is
     # enough: faster than a block after every query in both regimes (docs/speculative.md)
     draft_branches = "last"
+    anchor_reach = ANCHOR_REACH  # glyph anchoring after each commit (0: count characters only)
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None) -> None:
         self.model: NanoOCR = load_model(Path(model_dir)).to(device)
@@ -86,17 +91,49 @@ class NanoCharBackend(TokenizedBackend):
                     path.append((tok, 4 * t + 2))
                 prev = tok
             paths.append(path)
-        return NanoContext(cache, logits, crops, paths, torch.zeros(len(crops), dtype=torch.long, device=self.device))
+        zero = torch.zeros(len(crops), dtype=torch.long, device=self.device)
+        ctc_lines = ["".join(self.tok.decode([t]) for t, _ in path) for path in paths]
+        return NanoContext(cache, logits, crops, paths, zero, zero.clone(), ctc_lines, [""] * len(crops))
 
     def _positions(self, ctx: NanoContext, rows: torch.Tensor, n: int) -> torch.Tensor:
-        """(b, n) rotary positions of n tokens after each row's stored answer (answer token k sits at k)."""
-        return (ctx.n_answer[rows][:, None] + torch.arange(n, device=self.device)).float()
+        """(b, n) rotary positions of n tokens after each row's stored answer (answer token k sits at
+        k, moved by the row's anchoring shift)."""
+        return ((ctx.n_answer + ctx.shift)[rows][:, None] + torch.arange(n, device=self.device)).float()
+
+    def _anchored_shift(self, ctx: NanoContext, row: int, text: str, n_answer: int, shift: int) -> int:
+        """The shift after ``text`` (the row's committed text, ``n_answer`` tokens) that puts the next
+        token on the glyph the CTC head reads next."""
+        column = n_answer + shift
+        return anchored_column(text, ctx.ctc_lines[row], column, self.anchor_reach) - n_answer
 
     def _forward(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor, store: bool, causal: bool):
         logits = ctx.cache.forward(self.model, tokens, rows, self._positions(ctx, rows, tokens.shape[1]), store, causal)
         if store:
             ctx.n_answer[rows] += tokens.shape[1]
+            for r, ids in zip(rows.tolist(), tokens.tolist()):
+                ctx.texts[r] += self.tok.decode(ids)
+                if self.anchor_reach:
+                    ctx.shift[r] = self._anchored_shift(ctx, r, ctx.texts[r], int(ctx.n_answer[r]), int(ctx.shift[r]))
         return logits
+
+    def _clean_shifts(self, ctx: NanoContext, rows: torch.Tensor, clean: torch.Tensor, n_clean: torch.Tensor) -> torch.Tensor:
+        """(b, n + 1): each row's anchoring shift after clean[:j], j = 0..n, as one-at-a-time commits
+        of those tokens would leave it."""
+        shift0 = ctx.shift[rows]
+        n = clean.shape[1]
+        if not self.anchor_reach or n == 0:
+            return shift0[:, None].expand(-1, n + 1)
+        out = []
+        for i, (r, ids, k) in enumerate(zip(rows.tolist(), clean.tolist(), n_clean.tolist())):
+            text, stored, shift = ctx.texts[r], int(ctx.n_answer[r]), int(shift0[i])
+            row = [shift]
+            for j in range(n):
+                if j < k:
+                    text += self.tok.decode([ids[j]])
+                    shift = self._anchored_shift(ctx, r, text, stored + j + 1, shift)
+                row.append(shift)
+            out.append(row)
+        return torch.tensor(out, dtype=torch.long, device=self.device)
 
     # diffusion
     def block_logits(self, ctx: NanoContext, block: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -122,12 +159,13 @@ class NanoCharBackend(TokenizedBackend):
         if not diffusion and (layout.n_drafts or layout.queries_from < 1):
             raise ValueError("an AR model verifies after clean tokens only; it cannot draft")
         base = ctx.n_answer[rows][:, None]
-        parts, pos = [clean], [base + torch.arange(n, device=self.device)]
+        shifts = self._clean_shifts(ctx, rows, clean, layout.n_clean)
+        parts, pos = [clean], [base + torch.arange(n, device=self.device) + shifts[:, :n]]
         if diffusion:
             ids, offsets = layout.after_clean(self.mask_id)
             parts.append(ids)
-            pos.append(base + offsets)
-        ctx.tentative = rows
+            pos.append(base + offsets + shifts.gather(1, layout.after_clean_prefix()))
+        ctx.tentative = (rows, shifts, clean)
         logits = ctx.cache.forward_tentative(self.model, torch.cat(parts, 1), rows, torch.cat(pos, 1).float(),
                                              layout.attention(with_queries=diffusion))
         if not diffusion:
@@ -135,8 +173,12 @@ class NanoCharBackend(TokenizedBackend):
         return layout.split(logits[:, n:])
 
     def keep(self, ctx: NanoContext, rows: torch.Tensor, n_keep: torch.Tensor) -> None:
+        kept_rows, shifts, clean = ctx.tentative
         ctx.cache.keep(n_keep)
-        ctx.n_answer[ctx.tentative] += n_keep
+        ctx.n_answer[kept_rows] += n_keep
+        ctx.shift[kept_rows] = shifts.gather(1, n_keep[:, None])[:, 0]
+        for r, ids, k in zip(kept_rows.tolist(), clean.tolist(), n_keep.tolist()):
+            ctx.texts[r] += self.tok.decode(ids[:k])
         ctx.tentative = None
 
     # ---- boxes without ground truth ----------------------------------------------------------

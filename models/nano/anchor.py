@@ -1,0 +1,34 @@
+"""Glyph anchoring: after each commit, put the reading position back on the glyphs.
+
+Both nano pairs give an answer token its rotary position by counting the characters committed
+before it (models/nano/model.py, models/nano_char/model.py), while a visual token sits at the index
+of the character the CTC head reads there. Read one character short (``nan`` as ``an``) and every
+later token sits a column off the glyphs it should read: the model reads the glyph it just read
+again, or skips one, and can loop on it for the rest of the line (docs/nano-models.md, "Glyph
+anchoring").
+
+The CTC head has already read each line. So after every commit the column moves to the end of the
+CTC reading's prefix that is closest (edit distance) to the committed text of the line, searched
+within ``reach`` columns of the counted column, ties going to the counted one, then to the further
+one (``an`` is as close to ``n`` as to ``nan``; moving on reads on, moving back reads a glyph
+twice, which is how a loop starts). While the committed
+text matches the CTC reading nothing moves; a misread the CTC head does not share is corrected at
+the next token. Every decoder runs through the same commits, so the exactness contracts (a
+speculative decode equals its reference decode) hold with anchoring on or off.
+"""
+
+from __future__ import annotations
+
+from rapidfuzz.distance import Levenshtein
+
+ANCHOR_REACH = 3  # columns either side of the counted one (chosen on the validation pages: docs/nano-models.md)
+
+
+def anchored_column(line_text: str, ctc_line: str, column: int, reach: int = ANCHOR_REACH) -> int:
+    """The column after ``line_text`` (the committed text of the current line) on the CTC head's
+    reading ``ctc_line`` of that line, within ``reach`` of ``column`` (the counted one). ``reach``
+    0, or a counted column beyond the CTC reading's reach, leaves ``column`` as it is."""
+    lo, hi = max(0, column - reach), min(len(ctc_line), column + reach)
+    if reach <= 0 or lo > hi:
+        return column
+    return min(range(lo, hi + 1), key=lambda j: (Levenshtein.distance(line_text, ctc_line[:j]), abs(j - column), -j))
