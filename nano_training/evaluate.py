@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 
 from models.nano.anchor import ANCHOR_REACH
+from models.registry import set_anchor_reach
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.metrics import cer, first_step_share, mean_steps_per_block
 from mudiff_viz.decoding.pipeline import decode_page
@@ -128,15 +129,6 @@ def run(pair: str, pages, thresholds=THRESHOLDS, params: DecodeParams | None = N
     return rows
 
 
-def set_anchor_reach(pair: str, reach: int) -> None:
-    """Glyph anchoring at ``reach`` for both twins of ``pair`` (the cached backends every decode of
-    this process uses)."""
-    from models.registry import load_backend
-
-    for kind in ("ar", "diffusion"):
-        load_backend(twin_spec(pair, kind), kind).anchor_reach = reach
-
-
 def _mean(values) -> float | None:
     values = [v for v in values if v is not None]
     return sum(values) / len(values) if values else None
@@ -191,7 +183,9 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.anchor_reach is not None:
-        set_anchor_reach(args.pair, args.anchor_reach)
+        set_anchor_reach(twin_spec(args.pair, "diffusion"), args.anchor_reach, ("diffusion",))
+        if args.with_ar:
+            set_anchor_reach(twin_spec(args.pair, "ar"), args.anchor_reach, ("ar",))
     try:
         thresholds = () if args.no_diffusion else tuple(float(x) for x in args.thresholds.split(","))
         angles = [float(x) for x in args.scans.split(",")] if args.scans else []

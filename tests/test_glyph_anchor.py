@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import pytest
 
 from models.nano.anchor import ANCHOR_REACH, anchored_column
-from models.registry import load_backend
+from models.registry import load_backend, set_anchor_reach
 from mudiff_viz.core.metrics import cer
 from mudiff_viz.decoding.pipeline import decode_page
 from mudiff_viz.decoding.settings import DecodeParams
@@ -35,14 +35,12 @@ def test_ties_keep_the_counted_column():
 @contextmanager
 def anchoring(pair: str, reach: int):
     """Both twins of ``pair`` with glyph anchoring at ``reach`` (0: off), restored afterwards."""
-    twins = [load_backend(pair, kind) for kind in ("diffusion", "ar")]
     try:
-        for b in twins:
-            b.anchor_reach = reach
+        set_anchor_reach(pair, reach)
+        assert all(load_backend(pair, kind).anchor_reach == reach for kind in ("diffusion", "ar"))
         yield
     finally:
-        for b in twins:
-            b.anchor_reach = ANCHOR_REACH
+        set_anchor_reach(pair, ANCHOR_REACH)
 
 
 # held-out validation pages (never trained on) where the block-length-1 decode drifts without anchoring

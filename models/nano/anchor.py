@@ -29,6 +29,6 @@ def anchored_column(line_text: str, ctc_line: str, column: int, reach: int = ANC
     reading ``ctc_line`` of that line, within ``reach`` of ``column`` (the counted one). ``reach``
     0, or a counted column beyond the CTC reading's reach, leaves ``column`` as it is."""
     lo, hi = max(0, column - reach), min(len(ctc_line), column + reach)
-    if reach <= 0 or lo > hi:
+    if reach <= 0 or lo > hi or ctc_line[:column] == line_text:  # the last: distance 0 at the counted column
         return column
     return min(range(lo, hi + 1), key=lambda j: (Levenshtein.distance(line_text, ctc_line[:j]), abs(j - column), -j))

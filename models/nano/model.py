@@ -15,8 +15,9 @@ reads it can meet by relative position:
 - a visual token sits at the character index the CTC head reads there, counted from the start of
   its line, plus the line's start (the CTC character counts of the lines before it, +1 for each
   line break);
-- the answer's positions come only from text already committed (:func:`walk`): a committed token
-  sits on its last character (the next text starts one position later); inside a block being
+- the answer's positions come only from text already committed (:func:`walk`), the column put
+  back onto the CTC head's reading of the line after every commit (models/nano/anchor.py, done by
+  the backend): a committed token sits on its last character (the next text starts one position later); inside a block being
   denoised a token sits on the character before its estimated start: where the committed text
   before it ends, each still-masked token before it counting ``chars_per_token`` characters.
   (Sitting on the last character read, not the next one, is the character pair's convention, so

@@ -36,7 +36,9 @@ class NanoOCR(SubwordNanoOCR):
 
         widths: (B,) true pixel widths. With ``ctc_positions`` each visual token's rotary position is
         the index of the character the CTC head reads there (k for the frames of character k, k+0.5
-        between characters), so answer position k finds its glyph by relative position alone.
+        between characters), so answer position k finds its glyph by relative position alone (after
+        a misread the backend shifts the positions that follow back onto the CTC reading:
+        models/nano/anchor.py).
         """
         enc_len = (widths + 3) // 4
         enc = self.encoder(images, enc_len)
