@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from rapidfuzz.distance import Levenshtein
 
 from models.nano.model import CharTables, NanoOCR, Visual, answer_position, masked_runs, walk
 from models.nano.tokenizer import CharTokenizer, SubwordTokenizer
@@ -234,6 +233,8 @@ def misread_neighbours(tok: SubwordTokenizer) -> list[list[int]]:
     for i, t in texts.items():
         for v in {t} | {t[:k] + t[k + 1:] for k in range(len(t))}:
             index.setdefault(v, set()).add(i)
+    from rapidfuzz.distance import Levenshtein  # here, not at the top: the GPU kit's device path imports this module without it
+
     out: list[list[int]] = [[] for _ in range(n)]
     for i, t in texts.items():
         near: set[int] = set()
