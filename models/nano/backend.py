@@ -175,7 +175,8 @@ class NanoBackend(TokenizedBackend):
         if not self.anchor_reach:
             _, _, line_a, col_a = walk(line0, col0, clean, torch.ones_like(real), self.tables, self.cfg.chars_per_token, ~real)
             return line_a, col_a, torch.cat([line0[:, None], line_a], 1), torch.cat([col0[:, None], col_a], 1)
-        texts = [ctx.texts[r] for r in rows.tolist()]
+        row_ids = rows.tolist()
+        texts = [ctx.texts[r] for r in row_ids]
         ids, ok = clean.tolist(), real.tolist()
         line, col = line0, col0
         line_a, col_a, line_p, col_p = [], [], [line0], [col0]
@@ -190,7 +191,7 @@ class NanoBackend(TokenizedBackend):
             for i in range(len(texts)):
                 if ok[i][j]:
                     texts[i] += self.pieces[ids[i][j]]
-                    col[i] = self._anchor(ctx.ctc_lines[int(rows[i])], texts[i], float(col[i]))
+                    col[i] = self._anchor(ctx.ctc_lines[row_ids[i]], texts[i], float(col[i]))
             line_p.append(line)
             col_p.append(col)
         none = line0[:, None][:, :0]  # no clean tokens
@@ -302,13 +303,13 @@ class NanoBackend(TokenizedBackend):
     def token_boxes(self, page, region: Region, ctx: NanoContext, row: int, ids: list[int]):
         """Boxes from the CTC head's greedy path on each line (x positions of the glyphs it fires
         on); the decoded text's n-th line maps to the region's n-th line image."""
-        crops, paths = ctx.crops[row], ctx.ctc_paths[row]
+        crops, paths, readings = ctx.crops[row], ctx.ctc_paths[row], ctx.ctc_lines[row]
         texts = [self.tok.token_text(i) if i not in self.stop_ids else "" for i in ids]
         text = "".join(texts)
         char_boxes: list = []
         for li, line_text in enumerate(text.split("\n")):
             k = min(li, len(crops) - 1)
-            char_boxes.extend(_line_char_boxes(line_text, crops[k], paths[k]))
+            char_boxes.extend(_line_char_boxes(line_text, crops[k], paths[k], readings[k]))
             char_boxes.append(None)  # the newline
         boxes, pos = [], 0
         for tok in texts:
@@ -319,13 +320,13 @@ class NanoBackend(TokenizedBackend):
         return boxes
 
 
-def _line_char_boxes(text: str, crop: LineCrop, path: list[tuple[int, int]]) -> list:
-    """Per character of ``text``, its page box on ``crop`` from the CTC path (interpolated)."""
+def _line_char_boxes(text: str, crop: LineCrop, path: list[tuple[int, int]], ctc_text: str) -> list:
+    """Per character of ``text``, its page box on ``crop`` from the CTC path (interpolated);
+    ``ctc_text``: the path's characters."""
     if not text:
         return []
     if not path:
         return [None] * len(text)
-    ctc_text = "".join(CHARS.token_text(t) for t, _ in path)
     xs = np.array([x for _, x in path], dtype=float)
     mapping = align.char_map(text, ctc_text)
     known = [(k, xs[m]) for k, m in enumerate(mapping) if m is not None]

@@ -92,7 +92,7 @@ class NanoCharBackend(TokenizedBackend):
                 prev = tok
             paths.append(path)
         zero = torch.zeros(len(crops), dtype=torch.long, device=self.device)
-        ctc_lines = ["".join(self.tok.decode([t]) for t, _ in path) for path in paths]
+        ctc_lines = ["".join(self.tok.token_text(t) for t, _ in path) for path in paths]
         return NanoContext(cache, logits, crops, paths, zero, zero.clone(), ctc_lines, [""] * len(crops))
 
     def _positions(self, ctx: NanoContext, rows: torch.Tensor, n: int) -> torch.Tensor:
@@ -190,9 +190,8 @@ class NanoCharBackend(TokenizedBackend):
         texts = [self.tok.token_text(i) if i not in self.stop_ids else "" for i in ids]
         if not path:
             return None
-        ctc_text = "".join(self.tok.token_text(t) for t, _ in path)
         xs = np.array([x for _, x in path], dtype=float)
-        mapping = align.char_map("".join(texts), ctc_text)
+        mapping = align.char_map("".join(texts), ctx.ctc_lines[row])
         known = [(k, xs[m]) for k, m in enumerate(mapping) if m is not None]
         if not known:
             return None
