@@ -28,6 +28,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from models.nano.anchor import anchored_column
+from models.nano.model import greedy_ctc_paths
 from models.nano.preprocess import collate
 from models.nano.tokenizer import CharTokenizer
 from models.nano_char.model import NanoOCR, Visual
@@ -53,6 +55,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--log-every", type=int, default=25)
     ap.add_argument("--eval-every", type=int, default=200)
     ap.add_argument("--val-pages", type=int, default=3, help="validation-split pages for the evaluations")
+    ap.add_argument("--anchor-reach", type=int, default=0,
+                    help="train on glyph-anchored positions of this reach, as the backend places them (0: counted)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     return ap.parse_args(argv)
@@ -76,10 +80,38 @@ def block_mask(real: torch.Tensor, block_size: int, generator: torch.Generator) 
     return real.clone() if block_size == 1 else draw_mask(real, block_size, generator)
 
 
+def ctc_readings(model: NanoOCR, tok: CharTokenizer, v: Visual) -> list[str]:
+    """Each line's greedy CTC reading: what the backend's glyph anchoring aligns committed text with."""
+    return ["".join(tok.token_text(t) for t, _ in path)
+            for path in greedy_ctc_paths(model.ctc_head(v.enc), v.enc_len, tok.pad_id)]
+
+
+def anchored_positions(tok: CharTokenizer, clean: torch.Tensor, readings: list[str], reach: int,
+                       block_size: int) -> torch.Tensor:
+    """(B, n) rotary positions of the answer characters as the backend places them with glyph
+    anchoring (models/nano_char/backend.py): character k at k plus the row's shift, the shift moved
+    after every committed block (of ``block_size`` characters) so that the column lands on the CTC
+    reading's closest prefix (models/nano/anchor.py)."""
+    out = []
+    for ids, ctc in zip(clean.tolist(), readings):
+        text, shift, row = "", 0, []
+        for j, t in enumerate(ids):
+            if j % block_size == 0:
+                block_shift = shift
+            row.append(j + block_shift)
+            if t != tok.pad_id:
+                text += tok.decode([t])
+                if (j + 1) % block_size == 0:
+                    shift = anchored_column(text, ctc, j + 1 + shift, reach) - (j + 1)
+        out.append(row)
+    return torch.tensor(out, dtype=torch.float32)
+
+
 def denoise_logits(model: NanoOCR, tok: CharTokenizer, v: Visual, clean: torch.Tensor, masked: torch.Tensor,
-                   block_size: int) -> torch.Tensor:
+                   block_size: int, anchor_reach: int = 0) -> torch.Tensor:
     """(B, n, V) logits of the noisy copy in [prompt ; clean answer ; noisy answer]; answer character
-    k at rotary position k in both copies (the character pair's convention, models/nano_char/model.py)."""
+    k at rotary position k in both copies (the character pair's convention, models/nano_char/model.py),
+    moved by glyph anchoring of ``anchor_reach`` (:func:`anchored_positions`; 0: counted)."""
     real = clean != tok.pad_id
     noisy = torch.where(masked, torch.full_like(clean, tok.mask_id), clean)
     b, p = v.vis_mask.shape
@@ -90,14 +122,17 @@ def denoise_logits(model: NanoOCR, tok: CharTokenizer, v: Visual, clean: torch.T
     kind = torch.cat([torch.full((b, p + 1), PROMPT), torch.full((b, n), CLEAN), torch.full((b, n), NOISY)], 1)
     block = torch.cat([torch.full((b, p + 1), -1), ans_block, ans_block], 1)
     valid = torch.cat([v.vis_mask, torch.ones(b, 1, dtype=torch.bool), real, real], 1)
-    ans_pos = torch.arange(n, dtype=torch.float32).expand(b, n)
+    if anchor_reach > 0:
+        ans_pos = anchored_positions(tok, clean, ctc_readings(model, tok, v), anchor_reach, block_size)
+    else:
+        ans_pos = torch.arange(n, dtype=torch.float32).expand(b, n)
     positions = torch.cat([model.prompt_positions(v), ans_pos, ans_pos], 1)
     hidden, _ = model.run_layers(x, positions, segment_mask(kind, block, valid))
     return model.logits(hidden[:, p + 1 + n :])
 
 
 def diffusion_loss(model: NanoOCR, tok: CharTokenizer, batch: list[Line], block_size: int,
-                   generator: torch.Generator) -> tuple[torch.Tensor, dict]:
+                   generator: torch.Generator, anchor_reach: int = 0) -> tuple[torch.Tensor, dict]:
     """SDAR cross-entropy on the masked characters of a batch of lines (vision side frozen)."""
     images, widths = collate([pix for pix, _ in batch])
     with torch.no_grad():
@@ -105,20 +140,21 @@ def diffusion_loss(model: NanoOCR, tok: CharTokenizer, batch: list[Line], block_
     clean = block_ids(tok, [text for _, text in batch], block_size)
     real = clean != tok.pad_id
     masked = block_mask(real, block_size, generator)
-    logits = denoise_logits(model, tok, v, clean, masked, block_size)[masked].float()
+    logits = denoise_logits(model, tok, v, clean, masked, block_size, anchor_reach)[masked].float()
     main = F.cross_entropy(logits, clean[masked])
     acc = (logits.argmax(-1) == clean[masked]).float().mean()
     return main, {"ce": main.item(), "acc": acc.item(), "masked": (masked.sum() / real.sum()).item()}
 
 
 @torch.no_grad()
-def evaluate(model: NanoOCR, tok: CharTokenizer, batches: list[list[Line]], block_sizes: tuple[int, ...]) -> dict:
+def evaluate(model: NanoOCR, tok: CharTokenizer, batches: list[list[Line]], block_sizes: tuple[int, ...],
+             anchor_reach: int = 0) -> dict:
     """Held-out masked-character loss and accuracy per block size (fixed masks, fixed seed)."""
     model.eval()
     out = {}
     for bs in block_sizes:
         gen = torch.Generator().manual_seed(0)
-        parts = [diffusion_loss(model, tok, b, bs, gen)[1] for b in batches]
+        parts = [diffusion_loss(model, tok, b, bs, gen, anchor_reach)[1] for b in batches]
         out[f"b{bs}_ce"] = float(np.mean([q["ce"] for q in parts]))
         out[f"b{bs}_acc"] = float(np.mean([q["acc"] for q in parts]))
     model.train()
@@ -144,7 +180,7 @@ def main(argv=None) -> None:
     val = region_lines([r for _ in range(args.val_pages) for r in page_regions(val_rng, "val", augment=False, dpi=150)])
     val_batches = width_batches(val, random.Random(0), 32, 4)
     blocks, block_p = parse_mix(args.block_sizes)
-    log(f"eval step 0 " + " ".join(f"{k} {v:.4f}" for k, v in evaluate(model, tok, val_batches, (1, 32)).items()))
+    log(f"eval step 0 " + " ".join(f"{k} {v:.4f}" for k, v in evaluate(model, tok, val_batches, (1, 32), args.anchor_reach).items()))
     queue: list = []
     cursor, t0 = 0, time.time()
     for step in range(1, args.steps + 1):
@@ -154,7 +190,7 @@ def main(argv=None) -> None:
         for g in opt.param_groups:
             g["lr"] = lr_at(step - 1, args.steps, args.lr, args.warmup)
         bs = rng.choices(blocks, block_p)[0]
-        loss, parts = diffusion_loss(model, tok, batch, bs, gen)
+        loss, parts = diffusion_loss(model, tok, batch, bs, gen, args.anchor_reach)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
@@ -170,7 +206,7 @@ def main(argv=None) -> None:
             log.record({"step": step, "block": bs, **parts, "time": time.time()})
             t0 = time.time()
         if step % args.eval_every == 0 or step == args.steps:
-            ev = evaluate(model, tok, val_batches, (1, 32))
+            ev = evaluate(model, tok, val_batches, (1, 32), args.anchor_reach)
             log(f"eval step {step} " + " ".join(f"{k} {v:.4f}" for k, v in ev.items()))
             log.record({"step": step, "eval": ev, "time": time.time()})
             save_model(model, args.out)

@@ -17,10 +17,13 @@ Both twins add the CTC loss on the vision encoder.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
-from models.nano.model import CharTables, NanoOCR, Visual, answer_position, masked_runs, walk
+from models.nano.anchor import anchored_walk
+from models.nano.model import CharTables, NanoOCR, Visual, answer_position, greedy_ctc_paths, masked_runs, walk
 from models.nano.tokenizer import CharTokenizer, SubwordTokenizer
 
 PROMPT, CLEAN, NOISY = 0, 1, 2
@@ -65,11 +68,51 @@ def pad_ids(seqs: list[list[int]], value: int) -> torch.Tensor:
     return torch.tensor([s + [value] * (n - len(s)) for s in seqs], dtype=torch.long)
 
 
-def ar_loss(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, batch, ctc_weight: float = 0.5):
+@dataclass
+class Anchoring:
+    """Glyph anchoring of the training positions (models/nano/anchor.py): the decoders move the
+    reading column onto the CTC head's reading of the line after every commit, so a twin trained on
+    counted columns meets other positions wherever the CTC reading and the true text differ (a
+    doubled glyph read once, a dropped character). With this, training walks the same way."""
+
+    reach: int
+    lines: list[list[str]]  # per row, per line: the CTC head's greedy reading
+    pieces: list[str]
+    rows: tuple[list, list, list]  # the tokenizer's char tables as lists: length, newlines, tail
+
+    @staticmethod
+    def of(model: NanoOCR, tok: SubwordTokenizer, v: Visual, batch, reach: int) -> "Anchoring | None":
+        """The anchoring of a batch (None for ``reach`` 0: counted columns)."""
+        if reach <= 0:
+            return None
+        with torch.no_grad():
+            paths = greedy_ctc_paths(model.ctc_head(v.enc), v.enc_len, CHARS.pad_id)
+        lines, first = [], 0
+        for r in batch:
+            lines.append(["".join(CHARS.token_text(t) for t, _ in p) for p in paths[first : first + len(r.lines)]])
+            first += len(r.lines)
+        return Anchoring(reach, lines, tok.pieces, tuple(a.tolist() for a in tok.char_tables))
+
+    def walk(self, ids: torch.Tensor, known: torch.Tensor, every: int = 1):
+        """:func:`models.nano.model.walk` from the start of each row, anchored after every ``every``-th
+        token as a decode that commits that many at a time anchors: (line_before, col_before,
+        line_after, col_after), each (B, L)."""
+        before_l, before_c, after_l, after_c = [], [], [], []
+        for row, ok, lines in zip(ids.tolist(), known.tolist(), self.lines):
+            line, counted, anchored = anchored_walk(0, 0.0, "", row, ok, self.pieces, *self.rows, lines, self.reach, every)
+            after_l.append(line)
+            after_c.append(counted)
+            before_l.append([0] + line[:-1])
+            before_c.append([0.0] + anchored[:-1])
+        return tuple(torch.tensor(x, dtype=torch.float32, device=ids.device) for x in (before_l, before_c, after_l, after_c))
+
+
+def ar_loss(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, batch, ctc_weight: float = 0.5,
+            anchor_reach: int = 0):
     v = encode_batch(model, batch)
     ids = [tok.encode(r.text) for r in batch]
     targets = pad_ids([s + [tok.eos_id] for s in ids], tok.pad_id)  # t1..tn, eos
-    logits = ar_logits(model, tok, tables, v, pad_ids(ids, tok.pad_id))
+    logits = ar_logits(model, tok, tables, v, pad_ids(ids, tok.pad_id), Anchoring.of(model, tok, v, batch, anchor_reach))
     flat_t = targets.reshape(-1)
     main = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), flat_t, ignore_index=tok.pad_id)
     with torch.no_grad():
@@ -79,14 +122,18 @@ def ar_loss(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, batch, ct
     return main + ctc_weight * ctc, {"ce": main.item(), "acc": acc.item(), "ctc": ctc.item()}
 
 
-def ar_logits(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, v: Visual, inputs: torch.Tensor) -> torch.Tensor:
+def ar_logits(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, v: Visual, inputs: torch.Tensor,
+              anchoring: Anchoring | None = None) -> torch.Tensor:
     """The AR twin's causal forward over ``[prompt ; t1..tn]`` (``inputs`` padded with ``pad_id``):
     logits (B, n + 1, V), row i predicting token i + 1 (the last one the stop token)."""
     b, p = v.vis_mask.shape
     n = inputs.shape[1]
     real = inputs != tok.pad_id
     zero = torch.zeros(b)
-    _, _, line, col = walk(zero, zero, inputs, real, tables, model.cfg.chars_per_token)
+    if anchoring is None:
+        _, _, line, col = walk(zero, zero, inputs, real, tables, model.cfg.chars_per_token)
+    else:
+        _, _, line, col = anchoring.walk(inputs, real)
     positions = torch.cat([model.prompt_positions(v), answer_position(v.line_starts, line, col)], 1)
     x = torch.cat([model.prompt_embeddings(v, tok.image_pad_id, tok.bos_id), model.embed(inputs)], 1)
     kind = torch.cat([torch.full((b, p + 1), PROMPT), torch.full((b, n), CLEAN)], 1)
@@ -149,16 +196,21 @@ def block_ids(tok: SubwordTokenizer | CharTokenizer, texts: list[str], block_siz
 
 
 def answer_positions(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, v: Visual, clean: torch.Tensor,
-                     masked: torch.Tensor, block_size: int, shown: torch.Tensor | None = None):
+                     masked: torch.Tensor, block_size: int, shown: torch.Tensor | None = None,
+                     anchoring: Anchoring | None = None):
     """Rotary positions (B, N) of the clean answer copy and of the noisy copy, and the noisy ids.
     Clean tokens sit on their last character; each noisy block starts where the clean text before it
-    ends and counts ``chars_per_token`` per masked token, as a block being denoised does at inference."""
+    ends and counts ``chars_per_token`` per masked token, as a block being denoised does at inference;
+    with ``anchoring``, where the clean text before it ends after anchoring at every block's end."""
     b, n = clean.shape
     real = clean != tok.pad_id
     noisy = torch.where(masked, torch.full_like(clean, tok.mask_id), clean if shown is None else shown)
     c = model.cfg.chars_per_token
     zero = torch.zeros(b)
-    line_b, col_b, line_a, col_a = walk(zero, zero, clean, real, tables, c)
+    if anchoring is None:
+        line_b, col_b, line_a, col_a = walk(zero, zero, clean, real, tables, c)
+    else:
+        line_b, col_b, line_a, col_a = anchoring.walk(clean, real, block_size)
     clean_pos = answer_position(v.line_starts, line_a, col_a)
     nb = n // block_size
     starts = torch.arange(nb) * block_size
@@ -179,7 +231,8 @@ def true_start_positions(tok: SubwordTokenizer, tables: CharTables, v: Visual, c
 
 
 def denoise_logits(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, v: Visual, clean: torch.Tensor,
-                   masked: torch.Tensor, block_size: int, shown: torch.Tensor | None = None) -> torch.Tensor:
+                   masked: torch.Tensor, block_size: int, shown: torch.Tensor | None = None,
+                   anchoring: Anchoring | None = None) -> torch.Tensor:
     """One SDAR training forward over ``[prompt ; clean answer ; noisy answer]``: the logits (B, N, V)
     at the noisy copy, whose ``masked`` tokens are <|MASK|> (positions: :func:`answer_positions`).
     ``shown`` (B, N): the ids the noisy copy shows at unmasked positions (default ``clean``; the
@@ -187,7 +240,7 @@ def denoise_logits(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, v:
     b, p = v.vis_mask.shape
     n = clean.shape[1]
     real = clean != tok.pad_id
-    clean_pos, noisy_pos, noisy = answer_positions(model, tok, tables, v, clean, masked, block_size, shown)
+    clean_pos, noisy_pos, noisy = answer_positions(model, tok, tables, v, clean, masked, block_size, shown, anchoring)
     nb = n // block_size
     x = torch.cat([model.prompt_embeddings(v, tok.image_pad_id, tok.bos_id), model.embed(torch.cat([clean, noisy], 1))], 1)
     ans_block = (torch.arange(n) // block_size).expand(b, n)
@@ -264,11 +317,11 @@ def misread_context(clean: torch.Tensor, neighbours: list[list[int]], rate: floa
 
 @torch.no_grad()
 def own_misreads(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, v: Visual, clean: torch.Tensor,
-                 rate: float, generator: torch.Generator) -> torch.Tensor:
+                 rate: float, generator: torch.Generator, anchoring: Anchoring | None = None) -> torch.Tensor:
     """``clean`` where each token the model misreads at block size 1 (its argmax from the true context
     before it, the stop token aside) is, with probability ``rate``, replaced by that misreading."""
     real = clean != tok.pad_id
-    guess = denoise_logits(model, tok, tables, v, clean, real, 1).argmax(-1)
+    guess = denoise_logits(model, tok, tables, v, clean, real, 1, anchoring=anchoring).argmax(-1)
     wrong = real & (guess != clean) & (clean != tok.eos_id) & (guess != tok.eos_id)
     keep = torch.rand(clean.shape, generator=generator) < rate
     return torch.where(wrong & keep, guess, clean)
@@ -301,6 +354,7 @@ def diffusion_loss(
     misread_source: str = "neighbours",
     teacher: NanoOCR | None = None,
     distill_weight: float = 0.0,
+    anchor_reach: int = 0,
 ):
     """SDAR loss. A row is masked uniformly (t ~ U(0,1), each answer token masked with p = (1-eps)t + eps)
     or, with probability ``suffix_share``, as a left-to-right decode leaves a block: every block keeps a
@@ -330,12 +384,16 @@ def diffusion_loss(
 
     ``teacher`` (the AR twin) and ``distill_weight`` w > 0: on block-size-1 batches, where every
     masked token is a frontier read from true context, exactly the AR twin's next-token question,
-    the loss becomes (1 - w) CE + w KL(teacher || twin) over the masked tokens."""
+    the loss becomes (1 - w) CE + w KL(teacher || twin) over the masked tokens.
+
+    ``anchor_reach`` > 0: positions walk as the decoders walk them with glyph anchoring of that reach
+    (:class:`Anchoring`), the teacher's too; 0 counts characters."""
     if freeze_vision:
         with torch.no_grad():
             v = encode_batch(model, batch)
     else:
         v = encode_batch(model, batch)
+    anchoring = Anchoring.of(model, tok, v, batch, anchor_reach)
     clean = block_answers(tok, batch, block_size)
     real = clean != tok.pad_id
     masked = draw_mask(real, block_size, generator, eps, suffix_share)
@@ -344,18 +402,18 @@ def diffusion_loss(
         rows = torch.rand(clean.shape[0], 1, generator=generator) < own_share
         commits = torch.randint(1, own_max + 1, (clean.shape[0], clean.shape[1] // block_size), generator=generator)
         with torch.no_grad():
-            first = denoise_logits(model, tok, tables, v, clean, masked, block_size)
+            first = denoise_logits(model, tok, tables, v, clean, masked, block_size, anchoring=anchoring)
         still, guess, commit = commit_own_guesses(first, masked, block_size, commits * rows)
         own = commit.float().sum().item() / max(masked.float().sum().item(), 1.0)
         masked, shown = still, torch.where(commit, guess, clean)
     context = clean
     if misread_rate > 0 and misread_source == "own":
-        context = own_misreads(model, tok, tables, v, clean, misread_rate, generator)
+        context = own_misreads(model, tok, tables, v, clean, misread_rate, generator, anchoring)
         shown = torch.where(masked, clean, context if shown is None else torch.where(shown == clean, context, shown))
     elif misread_rate > 0:
         context = misread_context(clean, neighbours, misread_rate, generator)
         shown = torch.where(masked, clean, context if shown is None else torch.where(shown == clean, context, shown))
-    logits = denoise_logits(model, tok, tables, v, context, masked, block_size, shown)
+    logits = denoise_logits(model, tok, tables, v, context, masked, block_size, shown, anchoring)
     if near_halflife > 0 or break_weight != 1.0:
         weight = torch.ones(masked.shape, dtype=torch.float32)
         if near_halflife > 0:
@@ -370,7 +428,9 @@ def diffusion_loss(
     if teacher is not None and distill_weight > 0 and block_size == 1:
         with torch.no_grad():
             ids = [tok.encode(r.text) for r in batch]
-            want = ar_logits(teacher, tok, tables, encode_batch(teacher, batch), pad_ids(ids, tok.pad_id)).float()
+            tv = encode_batch(teacher, batch)
+            want = ar_logits(teacher, tok, tables, tv, pad_ids(ids, tok.pad_id),
+                             Anchoring.of(teacher, tok, tv, batch, anchor_reach)).float()
         log_want = want.log_softmax(-1)[masked]
         div = F.kl_div(logits[masked].float().log_softmax(-1), log_want, log_target=True, reduction="batchmean")
         main = (1 - distill_weight) * main + distill_weight * div

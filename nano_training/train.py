@@ -26,7 +26,7 @@ import torch
 from rapidfuzz.distance import Levenshtein
 
 from nano_training.data import RegionPool, page_regions
-from models.nano.model import CharTables, NanoConfig, NanoOCR, count_m
+from models.nano.model import CharTables, NanoConfig, NanoOCR, count_m, greedy_ctc_paths
 from nano_training.objectives import CHARS, ar_loss, diffusion_loss, encode_batch, misread_neighbours
 from models.nano.tokenizer import SubwordTokenizer
 from nano_training.checkpoints import load_checkpoint, lr_at, parse_mix, rng_from_list, rng_to_list, save_checkpoint, start_run
@@ -80,6 +80,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="diffusion: where context misreadings come from: one-edit vocabulary neighbours, or the "
                          "model's own block-size-1 errors (kept with probability --misread-rate)")
     ap.add_argument("--distill-ar", type=Path, help="diffusion: the AR twin (directory) to distil into block-size-1 reads")
+    ap.add_argument("--anchor-reach", type=int, default=0,
+                    help="train on glyph-anchored positions of this reach, as the decoders walk them (0: counted columns)")
     ap.add_argument("--distill-weight", type=float, default=0.5, help="diffusion: the KL share of the loss with --distill-ar")
     ap.add_argument("--block-sizes", default="8:0.2,16:0.3,32:0.5", help="diffusion block size mix")
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
@@ -165,7 +167,7 @@ def grow_decoder(model: NanoOCR, n_layers: int) -> NanoOCR:
 
 
 @torch.no_grad()
-def quick_eval(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, batches, kind: str) -> dict:
+def quick_eval(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, batches, kind: str, anchor_reach: int = 0) -> dict:
     """CTC line CER (greedy) and the decoder's teacher-forced loss and token accuracy."""
     model.eval()
     errs = total = 0
@@ -173,20 +175,14 @@ def quick_eval(model: NanoOCR, tok: SubwordTokenizer, tables: CharTables, batche
     gen = torch.Generator().manual_seed(0)
     for batch in batches:
         v = encode_batch(model, batch)
-        best = model.ctc_head(v.enc).argmax(-1)
         texts = [t for r in batch for t in r.line_texts]
-        for row, n, ref in zip(best.tolist(), v.enc_len.tolist(), texts):
-            out, prev = [], None
-            for t in row[:n]:
-                if t != prev and t != CHARS.pad_id:
-                    out.append(t)
-                prev = t
-            errs += Levenshtein.distance(CHARS.decode(out), ref)
+        for path, ref in zip(greedy_ctc_paths(model.ctc_head(v.enc), v.enc_len, CHARS.pad_id), texts):
+            errs += Levenshtein.distance(CHARS.decode([t for t, _ in path]), ref)
             total += len(ref)
         if kind == "ar":
-            _, parts = ar_loss(model, tok, tables, batch)
+            _, parts = ar_loss(model, tok, tables, batch, anchor_reach=anchor_reach)
         else:
-            _, parts = diffusion_loss(model, tok, tables, batch, 32, gen)
+            _, parts = diffusion_loss(model, tok, tables, batch, 32, gen, anchor_reach=anchor_reach)
         ce += parts["ce"] / len(batches)
         acc += parts["acc"] / len(batches)
     model.train()
@@ -259,7 +255,7 @@ def main(argv=None) -> None:
             g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
             if args.kind == "ar":
-                loss, parts = ar_loss(model, tok, tables, batch, args.ctc_weight)
+                loss, parts = ar_loss(model, tok, tables, batch, args.ctc_weight, args.anchor_reach)
             else:
                 bs = rng.choices(blocks, block_p)[0]
                 loss, parts = diffusion_loss(model, tok, tables, batch, bs, gen, args.ctc_weight,
@@ -268,7 +264,7 @@ def main(argv=None) -> None:
                                               own_max=args.own_max, break_weight=args.break_weight,
                                               misread_rate=args.misread_rate, neighbours=neighbours,
                                               misread_source=args.misread_source, teacher=teacher,
-                                              distill_weight=args.distill_weight)
+                                              distill_weight=args.distill_weight, anchor_reach=args.anchor_reach)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
@@ -284,7 +280,7 @@ def main(argv=None) -> None:
             log.record({"step": step, "loss": loss.item(), **parts, "time": time.time(), "chars": seen_tokens})
             t0 = time.time()
         if step % args.eval_every == 0 or step == args.steps:
-            ev = quick_eval(model, tok, tables, val_batches, args.kind)
+            ev = quick_eval(model, tok, tables, val_batches, args.kind, args.anchor_reach)
             log(f"eval step {step} " + " ".join(f"{k} {v:.4f}" for k, v in ev.items()))
             log.record({"step": step, "eval": ev, "time": time.time()})
         if step % args.checkpoint_every == 0 or step == args.steps:

@@ -230,3 +230,58 @@ def test_distilling_the_ar_twin_lines_up_its_next_token_reads_with_block_size_1_
                                                        freeze_vision=True)[1], parts(0.5)
     assert plain["ce"] == none["ce"] and plain["kl"] == 0.0
     assert half["ce"] == none["ce"] and 0.0 < half["kl"] < 1.0  # the twins mostly agree: a small divergence
+
+
+def test_anchored_training_positions_are_the_backends(tmp_path):
+    """With ``anchor_reach`` the block-size-1 training forward places each character where the
+    backend's anchored block-length-1 decode does, also where anchoring moves it: a twin whose
+    CTC head is perturbed misreads its lines, and the logits still match one commit at a time."""
+    from models.nano.anchor import ANCHOR_REACH
+    from models.nano.preprocess import collate
+    from models.nano_char.backend import NanoCharBackend
+    from models.nano_char.weights import save_model
+    from nano_training.char_train import anchored_positions, ctc_readings, denoise_logits
+    from nano_training.objectives import block_ids
+
+    shipped = load_backend("nano-char", "diffusion")
+    torch.manual_seed(0)
+    model = shipped.model.float()
+    noisy = type(model)(model.cfg)
+    noisy.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        noisy.ctc_head.weight.add_(0.6 * torch.randn_like(noisy.ctc_head.weight))
+    save_model(noisy, tmp_path / "twin")
+    backend = NanoCharBackend(tmp_path / "twin")
+    tok = backend.tok
+    page = synth.random_page(random.Random(5), "val").render(150)
+    regions = regions_for(backend, page)[:3]
+    ctx = backend.encode(page, regions)
+    clean = block_ids(tok, [r.gt_text for r in regions], 1)
+    real = clean != tok.pad_id
+    n = 30
+    with torch.inference_mode():
+        images, widths = collate([c.pixels for c in ctx.crops])
+        v = backend.model.encode(images, widths)
+        assert ctc_readings(backend.model, tok, v) == ctx.ctc_lines
+        positions = anchored_positions(tok, clean, ctx.ctc_lines, ANCHOR_REACH, 1)
+        assert (positions[:, :n] != torch.arange(n))[real[:, :n]].any()  # anchoring moves characters here
+        want = denoise_logits(backend.model, tok, v, clean, real, 1, ANCHOR_REACH)
+        rows = torch.arange(len(regions))
+        mask = torch.full((len(regions), 1), tok.mask_id)
+        for k in range(n):
+            got = backend.block_logits(ctx, mask, rows)[:, 0]
+            on = real[:, k]
+            assert torch.allclose(got[on], want[on, k], atol=2e-4), (k, (got[on] - want[on, k]).abs().max())
+            backend.commit_block(ctx, clean[:, k : k + 1], rows)
+    # blocks of 8: the shift moves once per committed block, as the block decode commits them
+    ctx = backend.encode(page, regions)
+    clean = block_ids(tok, [r.gt_text for r in regions], 8)
+    real = clean != tok.pad_id
+    masked = torch.zeros_like(real)
+    masked[:, 8:16] = real[:, 8:16]
+    with torch.inference_mode():
+        want = denoise_logits(backend.model, tok, v, clean, masked, 8, ANCHOR_REACH)
+        backend.commit_block(ctx, clean[:, :8], rows)
+        got = backend.block_logits(ctx, torch.full((len(regions), 8), tok.mask_id), rows)
+    on = real[:, 8:16]
+    assert torch.allclose(got[on], want[:, 8:16][on], atol=2e-4), (got[on] - want[:, 8:16][on]).abs().max()

@@ -61,3 +61,50 @@ def test_anchoring_reads_a_drifting_page_better_and_keeps_both_decoders_exact(pa
     assert spec.text == anchored
     assert spec.metrics.tokens / spec.metrics.nfe >= 2.0
     assert decode_page(page, model=pair, decoder="speculative").text == decode_page(page, model=pair, decoder="ar").text
+
+
+def test_training_positions_walk_as_the_anchored_decoders_do(tmp_path):
+    """With ``anchor_reach`` the training forward gives, at every token, the logits the backend gives
+    when the true text is committed one token at a time with anchoring on: block size 1 for the
+    diffusion twin. A tiny random twin reads its lines badly with
+    its CTC head, so anchoring moves the column on most tokens here (checked)."""
+    import random
+
+    import torch
+
+    from models.nano.backend import NanoBackend
+    from models.nano.model import CharTables
+    from mudiff_viz.decoding.pipeline import regions_for
+    from mudiff_viz.inputs import synth
+    from nano_training.data import RegionSample
+    from nano_training.objectives import Anchoring, block_answers, denoise_logits, encode_batch
+    from tests.test_nano_objectives import shifted_twin
+
+    backend = NanoBackend(shifted_twin(tmp_path, ()))
+    tok, tables = backend.tok, CharTables.of(backend.tok)
+    page = synth.random_page(random.Random(8), "val").render(120)
+    regions = regions_for(backend, page)[:2]
+    ctx = backend.encode(page, regions)
+    samples = [RegionSample([c.pixels for c in crops], r.gt_text.split("\n")) for crops, r in zip(ctx.crops, regions)]
+    clean = block_answers(tok, samples, 1)
+    real = clean != tok.pad_id
+    rows = torch.arange(len(regions))
+    n = 24
+    with torch.inference_mode():
+        v = encode_batch(backend.model, samples)
+        anchoring = Anchoring.of(backend.model, tok, v, samples, ANCHOR_REACH)
+        assert anchoring.lines == ctx.ctc_lines  # the same CTC readings as the decoder's
+        want = denoise_logits(backend.model, tok, tables, v, clean, real, 1, anchoring=anchoring)
+        counted = denoise_logits(backend.model, tok, tables, v, clean, real, 1)
+        got, moved = [], 0
+        for j in range(n):
+            mask = torch.full((len(regions), 1), tok.mask_id)
+            got.append(backend.block_logits(ctx, mask, rows)[:, 0])
+            before = ctx.col.clone()
+            backend.commit_block(ctx, clean[:, j : j + 1], rows)
+            moved += int(((ctx.col != before + tables.length[clean[:, j]]) & real[:, j]).sum())
+        got = torch.stack(got, 1)
+    on = real[:, :n]  # a row's tokens up to its stop token (padding after it is never read)
+    assert moved >= 5, moved  # anchoring is at work on this twin
+    assert torch.allclose(got[on], want[:, :n][on], atol=2e-4), (got[on] - want[:, :n][on]).abs().max()
+    assert not torch.allclose(got[on], counted[:, :n][on], atol=2e-4)  # counted positions would differ

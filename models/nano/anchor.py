@@ -32,3 +32,40 @@ def anchored_column(line_text: str, ctc_line: str, column: int, reach: int = ANC
     if reach <= 0 or lo > hi or ctc_line[:column] == line_text:  # the last: distance 0 at the counted column
         return column
     return min(range(lo, hi + 1), key=lambda j: (Levenshtein.distance(line_text, ctc_line[:j]), abs(j - column), -j))
+
+
+def anchored_walk(line: int, col: float, text: str, ids: list[int], known: list[bool], pieces: list[str],
+                  lengths: list[float], newlines: list[int], tails: list[float], ctc_lines: list[str],
+                  reach: int = ANCHOR_REACH, every: int = 1) -> tuple[list[int], list[float], list[float]]:
+    """Walk a row of known tokens from (``line``, ``col``) after committed ``text`` as one-token
+    commits walk it: each token moves the position by its text (a newline to the column after it on
+    the next line), then the column is anchored (:func:`anchored_column`) on that line's CTC reading.
+    Tokens not ``known`` (padding) move nothing. ``every`` > 1 anchors only after every ``every``-th
+    token, as a block decoder that commits blocks of that many tokens does. Returns, per token, the line and the counted column
+    after it (where the token itself sits) and the anchored column after it (where the next starts).
+    The decoders (models/nano/backend.py) and the training positions (nano_training/objectives.py)
+    both walk through here, so the twin trains on the positions it meets."""
+    k = text.count("\n")
+    line_text = text.rpartition("\n")[2]
+    lines, counted, anchored = [], [], []
+    for j, (t, ok) in enumerate(zip(ids, known)):
+        if ok:
+            if newlines[t]:
+                line, col = line + newlines[t], tails[t]
+            else:
+                col = col + lengths[t]
+            piece = pieces[t]
+            if "\n" in piece:
+                k += piece.count("\n")
+                line_text = piece.rpartition("\n")[2]
+            else:
+                line_text += piece
+            lines.append(line)
+            counted.append(col)
+            if reach > 0 and k < len(ctc_lines) and (j + 1) % every == 0:
+                col = float(anchored_column(line_text, ctc_lines[k], int(col), reach))
+        else:
+            lines.append(line)
+            counted.append(col)
+        anchored.append(col)
+    return lines, counted, anchored

@@ -20,9 +20,9 @@ import numpy as np
 import torch
 
 from models.base import Backend, SpecLayout, SpecLogits, fingerprint
-from models.nano.anchor import ANCHOR_REACH, anchored_column
+from models.nano.anchor import ANCHOR_REACH, anchored_column, anchored_walk
 from models.nano.cache import BatchCache
-from models.nano.model import CharTables, NanoOCR, answer_position, count_m, masked_runs, walk
+from models.nano.model import CharTables, NanoOCR, answer_position, count_m, greedy_ctc_paths, masked_runs, walk
 from models.nano.preprocess import LineCrop, collate, crop_line, ink_levels, reference_height, to_gray
 from models.nano.tokenizer import CharTokenizer, SubwordTokenizer
 from models.nano.weights import load_model
@@ -97,8 +97,8 @@ class NanoBackend(TokenizedBackend):
         self.stop_ids = self.tok.stop_ids
         self.max_answer = self.cfg.max_answer
         self.tables = CharTables.of(self.tok).to(self.device)
-        lengths = self.tables.length.long().tolist()
-        self.pieces = [self.tok.decode([i]) if lengths[i] else "" for i in range(self.tok.vocab_size)]  # text each id writes
+        self.pieces = self.tok.pieces  # text each id writes
+        self._table_rows = tuple(t.tolist() for t in (self.tables.length, self.tables.newlines, self.tables.tail))
 
     # ---- regions ---------------------------------------------------------------------------------
 
@@ -124,15 +124,7 @@ class NanoBackend(TokenizedBackend):
         visual = self.model.encode(images, widths, [len(cs) for cs in crops])
         logits, kv, key_mask = self.model.prefill(visual, self.tok.image_pad_id, self.tok.bos_id)
         cache = BatchCache.from_prefill(kv, key_mask)
-        best = self.model.ctc_head(visual.enc).argmax(-1).cpu().tolist()
-        paths = []
-        for row, n in zip(best, visual.enc_len.cpu().tolist()):
-            path, prev = [], None
-            for t, tok in enumerate(row[:n]):
-                if tok != prev and tok != CHARS.pad_id:
-                    path.append((tok, 4 * t + 2))
-                prev = tok
-            paths.append(path)
+        paths = greedy_ctc_paths(self.model.ctc_head(visual.enc), visual.enc_len, CHARS.pad_id)
         per_region, first = [], 0
         for cs in crops:
             per_region.append(paths[first : first + len(cs)])
@@ -175,28 +167,13 @@ class NanoBackend(TokenizedBackend):
         if not self.anchor_reach:
             _, _, line_a, col_a = walk(line0, col0, clean, torch.ones_like(real), self.tables, self.cfg.chars_per_token, ~real)
             return line_a, col_a, torch.cat([line0[:, None], line_a], 1), torch.cat([col0[:, None], col_a], 1)
-        row_ids = rows.tolist()
-        texts = [ctx.texts[r] for r in row_ids]
         ids, ok = clean.tolist(), real.tolist()
-        line, col = line0, col0
-        line_a, col_a, line_p, col_p = [], [], [line0], [col0]
-        for j in range(clean.shape[1]):
-            step = real[:, j : j + 1]
-            _, _, line_j, col_j = walk(line, col, clean[:, j : j + 1], torch.ones_like(step), self.tables,
-                                       self.cfg.chars_per_token, ~step)
-            line, col = line_j[:, 0], col_j[:, 0]
-            line_a.append(line)
-            col_a.append(col)
-            col = col.clone()
-            for i in range(len(texts)):
-                if ok[i][j]:
-                    texts[i] += self.pieces[ids[i][j]]
-                    col[i] = self._anchor(ctx.ctc_lines[row_ids[i]], texts[i], float(col[i]))
-            line_p.append(line)
-            col_p.append(col)
-        none = line0[:, None][:, :0]  # no clean tokens
-        return (torch.stack(line_a, 1) if line_a else none, torch.stack(col_a, 1) if col_a else none,
-                torch.stack(line_p, 1), torch.stack(col_p, 1))
+        walks = [anchored_walk(int(line), col, ctx.texts[r], ids[i], ok[i], self.pieces, *self._table_rows,
+                               ctx.ctc_lines[r], self.anchor_reach)
+                 for i, (r, line, col) in enumerate(zip(rows.tolist(), line0.tolist(), col0.tolist()))]
+        as_tensor = lambda k: torch.tensor([w[k] for w in walks], dtype=col0.dtype, device=self.device).reshape(len(walks), clean.shape[1])
+        line_a, col_a, col_after = as_tensor(0), as_tensor(1), as_tensor(2)
+        return line_a, col_a, torch.cat([line0[:, None], line_a], 1), torch.cat([col0[:, None], col_after], 1)
 
     # diffusion
     def block_logits(self, ctx: NanoContext, block: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:

@@ -309,6 +309,20 @@ def masked_runs(masked: torch.Tensor) -> torch.Tensor:
     return (idx - 1 - before) * masked
 
 
+def greedy_ctc_paths(ctc_logits: torch.Tensor, lengths: torch.Tensor, blank: int = 0) -> list[list[tuple[int, int]]]:
+    """Per line: the greedy CTC reading as (character id, pixel column) pairs, repeats collapsed and
+    blanks dropped; a character sits at the centre of its first frame (4 pixels per frame)."""
+    paths = []
+    for row, n in zip(ctc_logits.argmax(-1).cpu().tolist(), lengths.cpu().tolist()):
+        path, prev = [], None
+        for t, tok in enumerate(row[:n]):
+            if tok != prev and tok != blank:
+                path.append((tok, 4 * t + 2))
+            prev = tok
+        paths.append(path)
+    return paths
+
+
 def answer_position(line_starts: torch.Tensor, line: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
     """Rotary position of an answer token whose reading position is (line, column): the line's
     start on the visual axis plus the column, minus one (the token sits on the character before).

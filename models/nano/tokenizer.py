@@ -95,6 +95,12 @@ class SubwordTokenizer:
             tail[i] = len(text) - text.rfind("\n") - 1 if "\n" in text else len(text)
         return length, newlines, tail
 
+    @cached_property
+    def pieces(self) -> list[str]:
+        """Per id: the text it writes (specials write nothing), as committed text grows by it."""
+        length = self.char_tables[0]
+        return [self.tok.decode([i]) if length[i] else "" for i in range(self.vocab_size)]
+
     def chars_per_token(self, texts: list[str]) -> float:
         n = sum(len(self.encode(t)) for t in texts)
         return sum(len(t) for t in texts) / max(1, n)

@@ -17,7 +17,7 @@ from models.base import SpecLayout, SpecLogits
 from models.nano.anchor import ANCHOR_REACH, anchored_column
 from models.nano.backend import TokenizedBackend
 from models.nano.cache import BatchCache
-from models.nano.model import count_m
+from models.nano.model import count_m, greedy_ctc_paths
 from models.nano.preprocess import LineCrop, collate, crop_line, reference_height
 from models.nano.tokenizer import CharTokenizer
 from models.nano_char.model import NanoOCR
@@ -82,15 +82,7 @@ class NanoCharBackend(TokenizedBackend):
         enc, enc_len = visual.enc, visual.enc_len
         logits, kv, key_mask = self.model.prefill(visual, self.tok.bos_id)
         cache = BatchCache.from_prefill(kv, key_mask)
-        best = self.model.ctc_head(enc).argmax(-1).cpu().tolist()
-        paths = []
-        for row, n in zip(best, enc_len.cpu().tolist()):
-            path, prev = [], None
-            for t, tok in enumerate(row[:n]):
-                if tok != prev and tok != self.tok.pad_id:
-                    path.append((tok, 4 * t + 2))
-                prev = tok
-            paths.append(path)
+        paths = greedy_ctc_paths(self.model.ctc_head(enc), enc_len, self.tok.pad_id)
         zero = torch.zeros(len(crops), dtype=torch.long, device=self.device)
         ctc_lines = ["".join(self.tok.token_text(t) for t, _ in path) for path in paths]
         return NanoContext(cache, logits, crops, paths, zero, zero.clone(), ctc_lines, [""] * len(crops))
