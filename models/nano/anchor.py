@@ -19,7 +19,6 @@ speculative decode equals its reference decode) hold with anchoring on or off.
 
 from __future__ import annotations
 
-from rapidfuzz.distance import Levenshtein
 
 ANCHOR_REACH = 3  # columns either side of the counted one (chosen on the validation pages: docs/nano-models.md)
 
@@ -31,6 +30,8 @@ def anchored_column(line_text: str, ctc_line: str, column: int, reach: int = ANC
     lo, hi = max(0, column - reach), min(len(ctc_line), column + reach)
     if reach <= 0 or lo > hi or ctc_line[:column] == line_text:  # the last: distance 0 at the counted column
         return column
+    from rapidfuzz.distance import Levenshtein  # here, not at the top: the GPU kit's device path imports this module without it
+
     return min(range(lo, hi + 1), key=lambda j: (Levenshtein.distance(line_text, ctc_line[:j]), abs(j - column), -j))
 
 
