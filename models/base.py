@@ -70,7 +70,9 @@ class Backend:
         """Vision encoder + prompt prefill for all regions; returns a context with the KV cache.
 
         ``block_length``: the diffusion decode's block length (MinerU-Diffusion prefills the prompt
-        in blocks of it); None for AR decodes."""
+        in blocks of it); None for AR decodes. A backend with a model knob's attribute (settings
+        ``Knob.needs``, e.g. the nano pairs' ``anchor_reach``) also takes it here by that name, for
+        this decode only (DecodeRun.encode hands it over)."""
         raise NotImplementedError
 
     def token_text(self, token_id: int) -> str:

@@ -119,17 +119,6 @@ def load_backend(spec: str = "nano", kind: str = "diffusion", device: str | None
         return _cache[key]
 
 
-def set_anchor_reach(spec: str, reach: int, kinds=("diffusion", "ar")) -> None:
-    """Glyph anchoring at ``reach`` (0: off) on the cached backends of ``spec`` (each twin in
-    ``kinds``; models/nano/anchor.py), for every later decode of this process. Only the nano pairs
-    anchor; a spec whose backends do not is refused."""
-    for kind in kinds:
-        backend = load_backend(spec, kind)
-        if not hasattr(backend, "anchor_reach"):
-            raise ModelLoadError(f"{spec} does not anchor its reading position (only the nano pairs do)")
-        backend.anchor_reach = reach
-
-
 def _load(spec: str, kind: str, device: str) -> Backend:
     for family, weights in SHIPPED.items():
         if spec in (family, f"{family}-diffusion", f"{family}-ar"):

@@ -35,7 +35,6 @@ from pathlib import Path
 import torch
 
 from models.nano.anchor import ANCHOR_REACH
-from models.registry import set_anchor_reach
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.metrics import cer, first_step_share, mean_steps_per_block
 from mudiff_viz.decoding.pipeline import decode_page
@@ -182,10 +181,6 @@ def main(argv=None) -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    if args.anchor_reach is not None:
-        set_anchor_reach(twin_spec(args.pair, "diffusion"), args.anchor_reach, ("diffusion",))
-        if args.with_ar:
-            set_anchor_reach(twin_spec(args.pair, "ar"), args.anchor_reach, ("ar",))
     try:
         thresholds = () if args.no_diffusion else tuple(float(x) for x in args.thresholds.split(","))
         angles = [float(x) for x in args.scans.split(",")] if args.scans else []
@@ -197,7 +192,7 @@ def main(argv=None) -> None:
         ap.error(f"--self-speculative: {exc}")
     try:
         params = DecodeParams.from_knobs(block_length=args.block_length, steps=args.block_length, strategy=args.strategy,
-                                         draft_length=args.draft_length)
+                                         draft_length=args.draft_length, anchor_reach=args.anchor_reach)
     except UserInputError as exc:
         ap.error(str(exc))
     pages, references = eval_pages(args.pages_per_font, split=args.split), None
@@ -211,7 +206,7 @@ def main(argv=None) -> None:
         "per_font": {f: {s: summarize(rows, s, f) for s in per_font_settings(settings)} for f in synth.FONTS},
         "setup": {"dpi": 150, "split": args.split, "anchor_reach": ANCHOR_REACH if args.anchor_reach is None else args.anchor_reach, "pages_per_font": args.pages_per_font, "threads": args.threads,
                   **({"scans": {"angles": angles, **SCAN_SETUP}} if angles else {}),
-                  **{k: v for k, v in params.knobs().items() if k != "threshold"}},
+                  **{k: v for k, v in params.knobs().items() if k not in ("threshold", "anchor_reach")}},
         "rows": rows,
     }
     if angles:

@@ -762,6 +762,19 @@ def test_cli_decodes_with_checkpoint_dir(kind, diffusion_dir, ar_dir, page_png, 
     assert check_invariants(trace) == [] and trace.decoder == kind
 
 
+def test_glyph_anchoring_is_the_nano_pairs_own_knob(diffusion_dir, page_png, tmp_path):
+    """MinerU-Diffusion has no glyph anchoring: asking for a reach is one line and a non-zero exit,
+    and its traces do not record the knob (docs/trace.md: ``anchor_reach`` for models that have it)."""
+    refused = _cli("decode", str(page_png), "--model", str(diffusion_dir), "--anchor-reach", "2",
+                   "--max-new-tokens", "8", "--out", str(tmp_path / "no.json"))
+    assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "glyph anchoring" in refused.stderr and "-1" in refused.stderr
+    out = tmp_path / "t.json"
+    ok = _cli("decode", str(page_png), "--model", str(diffusion_dir), "--max-new-tokens", "8", "--out", str(out))
+    assert ok.returncode == 0, ok.stderr
+    assert "anchor_reach" not in Trace.load(out).params
+
+
 def test_cli_hub_id_offline_is_one_line_exit_3(page_png, tmp_path):
     res = _cli(
         "decode",

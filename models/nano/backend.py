@@ -44,6 +44,7 @@ class NanoContext:
     ctc_lines: list[list[str]]  # per region, per line: the CTC head's reading (what the column anchors on)
     texts: list[str]  # per region: its committed text
     tentative: tuple | None = None  # after a spec_forward: (rows, line, col after each clean prefix, clean tokens)
+    anchor_reach: int = ANCHOR_REACH  # this decode's glyph anchoring reach (0: count characters only)
 
 
 class TokenizedBackend(Backend):
@@ -82,7 +83,7 @@ class NanoBackend(TokenizedBackend):
     # its forward of many tokens is dear (a 2,048-id vocabulary at every position) and its drafts are
     # kept less often than the character pair's: 4 was fastest on both draft-and-verify decoders
     draft_length = 4
-    anchor_reach = ANCHOR_REACH  # glyph anchoring after each commit (0: count characters only)
+    anchor_reach = ANCHOR_REACH  # its own glyph anchoring reach; a decode may ask for another (encode's anchor_reach)
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None) -> None:
         model, self.tok = load_model(Path(model_dir))
@@ -110,7 +111,9 @@ class NanoBackend(TokenizedBackend):
     # ---- protocol --------------------------------------------------------------------------------
 
     @torch.inference_mode()
-    def encode(self, page, regions: list[Region], block_length: int | None = None) -> NanoContext:
+    def encode(self, page, regions: list[Region], block_length: int | None = None,
+               anchor_reach: int | None = None) -> NanoContext:
+        """``anchor_reach``: glyph anchoring of this decode (None: the backend's own)."""
         gray, levels = self.page_gray(page)
         line_boxes = [r.meta.get("lines") or [r.bbox] for r in regions]
         ref = reference_height(gray, [b for boxes in line_boxes for b in boxes], levels)
@@ -132,24 +135,25 @@ class NanoBackend(TokenizedBackend):
         zero = torch.zeros(len(regions), device=self.device)
         ctc_lines = [["".join(CHARS.token_text(t) for t, _ in path) for path in lines] for lines in per_region]
         return NanoContext(cache, logits, crops, per_region, visual.line_starts, zero, zero.clone(), ctc_lines,
-                           [""] * len(regions))
+                           [""] * len(regions), anchor_reach=self.anchor_reach if anchor_reach is None else anchor_reach)
 
     def _walk(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor, known: torch.Tensor):
         return walk(ctx.line[rows], ctx.col[rows], tokens, known, self.tables, self.cfg.chars_per_token)
 
-    def _anchor(self, ctc_lines: list[str], text: str, col: float) -> float:
+    @staticmethod
+    def _anchor(ctc_lines: list[str], text: str, col: float, reach: int) -> float:
         """The column after ``text`` (a region's committed text), moved onto the glyphs of its line."""
         line_text = text.rpartition("\n")[2]
         k = text.count("\n")
-        if not self.anchor_reach or k >= len(ctc_lines):
+        if not reach or k >= len(ctc_lines):
             return col
-        return float(anchored_column(line_text, ctc_lines[k], int(col), self.anchor_reach))
+        return float(anchored_column(line_text, ctc_lines[k], int(col), reach))
 
     def _commit_text(self, ctx: NanoContext, rows: torch.Tensor, tokens: torch.Tensor) -> None:
         """Append committed tokens to the rows' texts and anchor their columns."""
         for r, ids in zip(rows.tolist(), tokens.tolist()):
             ctx.texts[r] += "".join(self.pieces[t] for t in ids)
-            ctx.col[r] = self._anchor(ctx.ctc_lines[r], ctx.texts[r], float(ctx.col[r]))
+            ctx.col[r] = self._anchor(ctx.ctc_lines[r], ctx.texts[r], float(ctx.col[r]), ctx.anchor_reach)
 
     def _store(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor, causal: bool) -> torch.Tensor:
         """Forward known tokens, store them, and move the rows' reading positions past them."""
@@ -164,12 +168,12 @@ class NanoBackend(TokenizedBackend):
         (line, col) after each token, where it sits, and (line, col) after each prefix clean[:j],
         j = 0..n, anchored as a commit of clean[:j] would anchor it."""
         line0, col0 = ctx.line[rows], ctx.col[rows]
-        if not self.anchor_reach:
+        if not ctx.anchor_reach:
             _, _, line_a, col_a = walk(line0, col0, clean, torch.ones_like(real), self.tables, self.cfg.chars_per_token, ~real)
             return line_a, col_a, torch.cat([line0[:, None], line_a], 1), torch.cat([col0[:, None], col_a], 1)
         ids, ok = clean.tolist(), real.tolist()
         walks = [anchored_walk(int(line), col, ctx.texts[r], ids[i], ok[i], self.pieces, *self._table_rows,
-                               ctx.ctc_lines[r], self.anchor_reach)
+                               ctx.ctc_lines[r], ctx.anchor_reach)
                  for i, (r, line, col) in enumerate(zip(rows.tolist(), line0.tolist(), col0.tolist()))]
         as_tensor = lambda k: torch.tensor([w[k] for w in walks], dtype=col0.dtype, device=self.device).reshape(len(walks), clean.shape[1])
         line_a, col_a, col_after = as_tensor(0), as_tensor(1), as_tensor(2)

@@ -37,6 +37,7 @@ class NanoContext:
     ctc_lines: list[str]  # per row: the CTC head's reading of its line
     texts: list[str]  # per row: its committed text
     tentative: tuple | None = None  # after a spec_forward: (rows, shift after each clean prefix, clean tokens)
+    anchor_reach: int = ANCHOR_REACH  # this decode's glyph anchoring reach (0: count characters only)
 
 
 class NanoCharBackend(TokenizedBackend):
@@ -46,7 +47,7 @@ class NanoCharBackend(TokenizedBackend):
     # its drafts are mostly all kept, so one block after the last draft (the narrowest forward) is
     # enough: faster than a block after every query in both regimes (docs/speculative.md)
     draft_branches = "last"
-    anchor_reach = ANCHOR_REACH  # glyph anchoring after each commit (0: count characters only)
+    anchor_reach = ANCHOR_REACH  # its own glyph anchoring reach; a decode may ask for another (encode's anchor_reach)
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None) -> None:
         self.model: NanoOCR = load_model(Path(model_dir)).to(device)
@@ -68,7 +69,9 @@ class NanoCharBackend(TokenizedBackend):
     # ---- protocol --------------------------------------------------------------------------------
 
     @torch.inference_mode()
-    def encode(self, page, regions: list[Region], block_length: int | None = None) -> NanoContext:
+    def encode(self, page, regions: list[Region], block_length: int | None = None,
+               anchor_reach: int | None = None) -> NanoContext:
+        """``anchor_reach``: glyph anchoring of this decode (None: the backend's own)."""
         gray, levels = self.page_gray(page)
         boxes = [r.bbox for r in regions]
         ref = reference_height(gray, boxes, levels)
@@ -85,7 +88,8 @@ class NanoCharBackend(TokenizedBackend):
         paths = greedy_ctc_paths(self.model.ctc_head(enc), enc_len, self.tok.pad_id)
         zero = torch.zeros(len(crops), dtype=torch.long, device=self.device)
         ctc_lines = ["".join(self.tok.token_text(t) for t, _ in path) for path in paths]
-        return NanoContext(cache, logits, crops, paths, zero, zero.clone(), ctc_lines, [""] * len(crops))
+        return NanoContext(cache, logits, crops, paths, zero, zero.clone(), ctc_lines, [""] * len(crops),
+                           anchor_reach=self.anchor_reach if anchor_reach is None else anchor_reach)
 
     def _positions(self, ctx: NanoContext, rows: torch.Tensor, n: int) -> torch.Tensor:
         """(b, n) rotary positions of n tokens after each row's stored answer (answer token k sits at
@@ -96,7 +100,7 @@ class NanoCharBackend(TokenizedBackend):
         """The shift after ``text`` (the row's committed text, ``n_answer`` tokens) that puts the next
         token on the glyph the CTC head reads next."""
         column = n_answer + shift
-        return anchored_column(text, ctx.ctc_lines[row], column, self.anchor_reach) - n_answer
+        return anchored_column(text, ctx.ctc_lines[row], column, ctx.anchor_reach) - n_answer
 
     def _forward(self, ctx: NanoContext, tokens: torch.Tensor, rows: torch.Tensor, store: bool, causal: bool):
         logits = ctx.cache.forward(self.model, tokens, rows, self._positions(ctx, rows, tokens.shape[1]), store, causal)
@@ -104,7 +108,7 @@ class NanoCharBackend(TokenizedBackend):
             ctx.n_answer[rows] += tokens.shape[1]
             for r, ids in zip(rows.tolist(), tokens.tolist()):
                 ctx.texts[r] += self.tok.decode(ids)
-                if self.anchor_reach:
+                if ctx.anchor_reach:
                     ctx.shift[r] = self._anchored_shift(ctx, r, ctx.texts[r], int(ctx.n_answer[r]), int(ctx.shift[r]))
         return logits
 
@@ -113,7 +117,7 @@ class NanoCharBackend(TokenizedBackend):
         of those tokens would leave it."""
         shift0 = ctx.shift[rows]
         n = clean.shape[1]
-        if not self.anchor_reach or n == 0:
+        if not ctx.anchor_reach or n == 0:
             return shift0[:, None].expand(-1, n + 1)
         out = []
         for i, (r, ids, k) in enumerate(zip(rows.tolist(), clean.tolist(), n_clean.tolist())):

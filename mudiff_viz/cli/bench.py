@@ -11,7 +11,7 @@ from pathlib import Path
 from mudiff_viz.bench.speed import (DECODERS, FULL, QUICK, draft_sweep_table, ratio_text, run_bench, run_draft_sweep, run_sweep,
                                     sweep_figure, sweep_table)
 from mudiff_viz.cli.common import add_knob_flags, knobs_from
-from mudiff_viz.core.errors import ModelLoadError, UserInputError
+from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.decoding.settings import KNOB, DecodeParams
 
 
@@ -29,8 +29,6 @@ def register(sub) -> None:
     b.add_argument("--region-batch", action="store_true",
                    help="instead: a real model's batch regime, several text blocks of a page as one batch vs one at a time")
     b.add_argument("--regions", type=int, default=4, help="with --region-batch: text blocks per page (default 4)")
-    b.add_argument("--anchor-reach", type=int, metavar="N",
-                   help="the nano pairs' glyph anchoring reach, both models (0: off; default: theirs, models/nano/anchor.py)")
     b.add_argument("--out", default="bench.json")
     add_knob_flags(b)
     b.set_defaults(func=cmd_bench)
@@ -61,21 +59,11 @@ def cmd_bench(args) -> int:
     if unknown:
         print(f"error: unknown decoder {unknown[0]!r}: choose from {', '.join(DECODERS)}", file=sys.stderr)
         return 2
-    if args.anchor_reach is not None:
-        from models.registry import set_anchor_reach
-
-        try:
-            set_anchor_reach(args.model, args.anchor_reach, ("diffusion",))
-            set_anchor_reach(args.ar_model or args.model, args.anchor_reach, ("ar",))
-        except (UserInputError, ModelLoadError, OSError, ValueError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
     if args.region_batch:
         return _region_batch(args, n, repeats, params, decoders)
     result = run_bench(args.model, n, repeats, ar_model=args.ar_model, params=params, decoders=decoders,
                        log=lambda m: print(m, file=sys.stderr))
     result["threads"] = args.threads
-    result["anchor_reach"] = args.anchor_reach
     result["bench_wall_s"] = time.perf_counter() - t0
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     keys = ("tokens_per_forward", "tokens_per_verify_forward", "tokens_equal_ar", "speedup_vs_ar",

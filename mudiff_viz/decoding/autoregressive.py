@@ -29,7 +29,7 @@ def decode_autoregressive(backend: NextTokenModel, page, regions, params: Decode
     ``snapshot`` as for decode_diffusion, every CHUNK tokens)."""
     params.check()
     run = DecodeRun("ar", backend, page, regions, params, observers_for(progress, snapshot))
-    ctx = run.ctx = backend.encode(page, regions)
+    ctx = run.ctx = run.encode(backend)
     logits = backend.first_logits(ctx)
     run.prefill_done()
     history = repetition_history(run, backend, ctx, regions, logits.shape[-1])

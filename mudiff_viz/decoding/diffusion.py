@@ -30,7 +30,7 @@ def decode_diffusion(backend: BlockDenoiser, page, regions, params: DecodeParams
     that play a decode while it runs; a block in progress is only in its step records)."""
     params.check()
     run = DecodeRun("diffusion", backend, page, regions, params, observers_for(progress, snapshot))
-    ctx = run.ctx = backend.encode(page, regions, block_length=params.block_length)
+    ctx = run.ctx = run.encode(backend, block_length=params.block_length)
     run.prefill_done()
     run.extra_params["prefill_block"] = params.block_length if backend.prefill_follows_block_length else None
     run.extra_params["loop"] = "fused" if params.fused else "eager"

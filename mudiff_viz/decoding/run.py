@@ -19,7 +19,7 @@ from mudiff_viz.core.types import Region
 from mudiff_viz.decoding.build import SPECULATION, build_trace
 from mudiff_viz.decoding.observers import (DecodeObserver, Progress, ProgressFn, Snapshot, StepEvent, StepRecorder,
                                            Streaming)
-from mudiff_viz.decoding.settings import DecodeParams
+from mudiff_viz.decoding.settings import DecodeParams, model_options, with_model_knobs
 from mudiff_viz.decoding.stopping import stopping_for
 
 
@@ -77,7 +77,7 @@ class DecodeRun:
         self.verifier = verifier  # the AR model that verifies another's drafts (the speculative decoder)
         self.page = page
         self.regions = regions
-        self.params = params
+        self.params = params = with_model_knobs(params, *([backend, verifier] if verifier else [backend]))
         self.clock = Clock()
         self.states = [RegionState() for _ in regions]
         self.recorder = StepRecorder() if params.record else None
@@ -99,6 +99,11 @@ class DecodeRun:
     @property
     def steps(self) -> list[StepRecord]:
         return self.recorder.steps if self.recorder else []
+
+    def encode(self, backend, block_length: int | None = None):
+        """``backend.encode`` of this run's page and regions, with the model knobs it takes
+        (settings.model_options: e.g. the nano pairs' glyph anchoring reach)."""
+        return backend.encode(self.page, self.regions, block_length=block_length, **model_options(self.params, backend))
 
     def prefill_done(self) -> None:
         """The vision encoder and prompt prefill are over: the clock's prefill mark."""
@@ -160,7 +165,7 @@ class DecodeRun:
         return trace
 
     def trace_params(self) -> dict:
-        return {**self.params.for_trace(self.decoder), "n_regions": len(self.regions), **self.extra_params}
+        return {**self.params.for_trace(self.decoder, self.backend), "n_regions": len(self.regions), **self.extra_params}
 
     def finish(self) -> Trace:
         trace = self.snapshot()

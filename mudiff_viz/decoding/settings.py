@@ -9,7 +9,7 @@ release's (block 32, steps 32, threshold 0.95), except the temperature: 0 is the
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable
 
 from mudiff_viz.core.errors import UserInputError
@@ -42,6 +42,9 @@ class Knob:
     step: float | None = None  # the app's slider step
     ui_hi: float | None = None  # the app's slider end, when the full range would make the slider useless
     advanced: bool = False  # shown folded away in the app
+    # a model knob: the backend attribute it sets for one decode (handed to its encode() by that name);
+    # -1 is the model's own value, and a model without the attribute refuses any other value
+    needs: str | None = None
 
     def check(self, value: Any) -> None:
         if self.kind is str:
@@ -124,6 +127,10 @@ KNOBS: list[Knob] = [
          "drafter doubts its later drafts", 0.0, 1.0, decoders=SPECULATIVE, step=0.01, advanced=True),
     Knob("accept_threshold", 0.9, float, "Acceptance threshold", "the lossy rule keeps drafts at least this confident",
          0.0, 1.0, decoders=SPECULATIVE, step=0.01, advanced=True),
+    Knob("anchor_reach", -1, int, "Glyph anchoring", "nano pairs: after each commit, put the reading position back "
+         "on the glyphs the CTC head reads next, searching this many characters either side of the counted column "
+         "(0 = off: count characters only; -1 = the model's own, 3)", -1, 16, step=1, advanced=True,
+         needs="anchor_reach"),
     Knob("verifier", "", str, "Verifier", "the AR model that verifies (empty: the model's own AR twin)",
          decoders=(SPEC,), advanced=True),
 ]
@@ -205,9 +212,11 @@ class DecodeParams:
         """Every knob's value, by name (what the CLI, the app and the API pass around)."""
         return {k.name: getattr(self, k.name) for k in KNOBS}
 
-    def for_trace(self, decoder: str) -> dict[str, Any]:
-        """The params record of a trace: the knobs this decoder reads, plus record and extras."""
-        knobs = {k.name: getattr(self, k.name) for k in KNOBS if decoder in k.decoders}
+    def for_trace(self, decoder: str, backend: Any = None) -> dict[str, Any]:
+        """The params record of a trace: the knobs this decoder reads (model knobs only where
+        ``backend`` has them), plus record and extras."""
+        knobs = {k.name: getattr(self, k.name) for k in KNOBS
+                 if decoder in k.decoders and (not k.needs or backend is None or hasattr(backend, k.needs))}
         return {"decoder": decoder, **knobs, "record": self.record, **self.extra}
 
     @classmethod
@@ -222,3 +231,27 @@ class DecodeParams:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def with_model_knobs(params: DecodeParams, *backends: Any) -> DecodeParams:
+    """``params`` with each model knob (:attr:`Knob.needs`) resolved against the first backend:
+    -1 becomes that backend's own value, so that the trace records what ran. A value other than -1
+    for a backend without the attribute is refused (the knob would do nothing there)."""
+    own = {}
+    for knob in KNOBS:
+        if not knob.needs:
+            continue
+        value = getattr(params, knob.name)
+        lacking = [b.name for b in backends if not hasattr(b, knob.needs)]
+        if lacking and value != -1:
+            raise UserInputError(f"{lacking[0]} has no {knob.label.lower()}: leave it at -1 (the model's own)")
+        if value == -1 and not lacking:
+            own[knob.name] = getattr(backends[0], knob.needs)
+    return replace(params, more={**params.more, **own}) if own else params
+
+
+def model_options(params: DecodeParams, backend: Any) -> dict[str, Any]:
+    """The keywords of ``backend.encode`` for the model knobs it has (their values resolved: -1 is
+    left out, the backend then uses its own)."""
+    return {k.needs: getattr(params, k.name) for k in KNOBS
+            if k.needs and hasattr(backend, k.needs) and getattr(params, k.name) != -1}

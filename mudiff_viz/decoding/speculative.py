@@ -236,7 +236,7 @@ def decode_self_speculative(backend: Speculator, page, regions, params: DecodePa
         raise UserInputError(f"{backend.name} cannot draft: the self-speculative decoder needs a block-diffusion model")
     params = with_model_drafts(params, backend)
     run = DecodeRun(SELF_SPEC, backend, page, regions, params, observers_for(progress, snapshot))
-    ctx = run.ctx = backend.encode(page, regions, block_length=1)  # the reference: the block-length-1 decode
+    ctx = run.ctx = run.encode(backend, block_length=1)  # the reference: the block-length-1 decode
     run.prefill_done()
     run.extra_params["prefill_block"] = 1 if backend.prefill_follows_block_length else None
     accept = Acceptance(params, run.generator, backend.mask_id)
@@ -284,8 +284,8 @@ def decode_speculative(backend: Speculator, page, regions, params: DecodeParams,
         raise UserInputError(f"{verifier.name} cannot verify drafts")
     params = with_model_drafts(params, backend)
     run = DecodeRun(SPEC, backend, page, regions, params, observers_for(progress, snapshot), verifier=verifier)
-    dctx = run.ctx = backend.encode(page, regions, block_length=params.block_length)
-    vctx = verifier.encode(page, regions)
+    dctx = run.ctx = run.encode(backend, block_length=params.block_length)
+    vctx = run.encode(verifier)
     first = verifier.first_logits(vctx)  # the verifier's prefill gives the first token, as in its AR decode
     run.prefill_done()
     run.extra_params["prefill_block"] = params.block_length if backend.prefill_follows_block_length else None

@@ -142,7 +142,9 @@ def params_lines(indent: int) -> list[str]:
         return "" if set(decoders) >= set(every) else f"{', '.join(decoders)} only: "
 
     rows = [('"decoder"', "str", "the decoder that ran")]
-    rows += [(f'"{k.name}"', k.kind.__name__, who(k.decoders) + k.help) for k in KNOBS]
+    rows += [(f'"{k.name}"' + ("?" if k.needs else ""), k.kind.__name__,
+              who(k.decoders) + ("models that have it only, the value that ran: " if k.needs else "") + k.help)
+             for k in KNOBS]
     rows += [('"record"', "bool", "false: no steps recorded (DecodeParams.record)"),
              ("...", "any", "DecodeParams.extra, recorded as it is")]
     rows += [(f'"{name}"' + ("?" if a.when_set else ""), a.type, who(a.decoders) + a.note) for name, a in PARAMS_ADDED.items()]
