@@ -12,6 +12,7 @@ import pytest
 from tests.ui_support import (
     app_page,
     require_chromium,
+    SAMPLE,
     upload,
 )
 
@@ -111,3 +112,22 @@ def test_a_failed_probe_run_ends_with_its_reason_on_screen(page, tmp_path):
     assert "Decoding four times" not in page.inner_text(PLAYER) and "Preparing" not in page.inner_text("#shuffle-status")
     assert page.locator(f"{PLAYER} .error:visible, #shuffle-status .error:visible").count() == 0
     assert page.locator("#shuffle-scores .error:visible").count() == 0  # nor on the emptied score table
+
+
+def test_the_benchmark_reports_as_it_goes_and_stop_ends_it(page):
+    """The benchmark's status counts decodes while it runs; Stop ends it (no summary, figure or
+    table arrives afterwards) and frees the model slot: the next Shuffle run goes through."""
+    page.get_by_role("tab", name="Semantic Shuffle").click()
+    page.click("#shuffle-bench-run")
+    page.wait_for_function("() => /decodes\\s+done/.test(document.querySelector('#shuffle-bench-status').innerText)",
+                           timeout=120_000)
+    assert "Stop" in page.inner_text("#shuffle-bench-status")
+    page.click("#shuffle-bench-stop")
+    page.wait_for_function("() => document.querySelector('#shuffle-bench-status').innerText.includes('Benchmark stopped')",
+                           timeout=30_000)
+    page.wait_for_timeout(3000)  # a run that went on would have sent its next status line by now
+    assert "Benchmark stopped" in page.inner_text("#shuffle-bench-status")
+    assert not page.locator("#shuffle-bench-figure").is_visible() and not page.locator("#shuffle-bench-table").is_visible()
+    upload(page, "shuffle", SAMPLE)
+    page.click("#shuffle-run")
+    page.wait_for_selector(f"{PLAYER} .mp-panes.mp-grid .token", timeout=180_000)

@@ -128,12 +128,14 @@ def test_the_apps_decode_is_mv_decode():
     from mudiff_viz.ui.decode_tab import prepare_page
 
     page = prepare_page(str(SAMPLE), 1, ProbeSpec(degrade={"blur": 1.0}, seed=3))
-    knobs = {"threshold": 0.99, "block_length": 32, "steps": 32, "strategy": "low_confidence_dynamic"}
+    knobs = {"threshold": 0.99, "block_length": 32, "steps": 32, "strategy": "low_confidence_dynamic",
+             "anchor_reach": 0}  # a model knob (Knob.needs) takes the same path
     progressed, frames = [], []
     app = jobs.decode_job(page, "nano", "diffusion", knobs, lambda d, t: progressed.append((d, t)),
                           lambda build: frames.append(build()))
     notebook = mv.decode(str(SAMPLE), degrade="blur=1", probe_seed=3, **knobs)
     assert without_timings(app.to_dict()) == without_timings(notebook.to_dict())
+    assert app.params["anchor_reach"] == 0
     done = [d for d, _ in progressed[:-1]]
     assert done == list(range(1, len(done) + 1)) and len(done) >= 2  # each block reported as it closes
     assert progressed[-1] == (done[-1], done[-1])  # the page ended early: the bar ends full

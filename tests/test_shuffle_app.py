@@ -269,3 +269,40 @@ def test_leaving_the_shuffle_run_cancels_its_decodes(tmp_path_factory, pages, mo
     registry._cache.clear()
     assert not any(t.name == "mudiff-work" for t in threading.enumerate())
     assert "work cancelled" in caplog.text and len(finished) < 4
+
+
+def test_stopping_the_benchmark_ends_it_after_the_decode_in_progress(tmp_path_factory, monkeypatch, caplog):
+    """The benchmark streams a status line while it runs; closing its generator (Stop, or the tab
+    closing) ends the worker after the decode in progress, long before the planned decodes."""
+    import logging
+    import threading
+    import time
+
+    from models import registry
+    from mudiff_viz.ui import jobs, shuffle_tab
+
+    monkeypatch.setattr(registry, "NANO_DIR", make_tiny_twins(tmp_path_factory.mktemp("stop-models")))
+    registry._cache.clear()
+    real_ticking = jobs.ticking
+    monkeypatch.setattr(jobs, "ticking", lambda job, interval_s=1.0: real_ticking(job, 0.005))
+    decodes: list = []
+    real_bench = shuffle_tab.run_shuffle_benchmark
+    monkeypatch.setattr(shuffle_tab, "run_shuffle_benchmark", lambda *a, progress, **k: real_bench(
+        *a, progress=lambda d, t, m: (progress(d, t, m), decodes.append((d, t))), **k))
+    gen = shuffle_tab.run_shuffle_bench([0.0, 0.5, 1.0], 2, "nano", {"block_length": 8, "steps": 8, "max_new_tokens": 24},
+                                        progress=lambda *a, **k: None)
+    with caplog.at_level(logging.INFO, logger="mudiff_viz.ui.jobs"):
+        status = next(gen)[0]
+        assert status.startswith("Benchmark:") and "Stop" in status
+        while not decodes:  # one decode done: the status counts it
+            status = next(gen)[0]
+        status = next(gen)[0]
+        assert f"of {decodes[0][1]} decodes" in status
+        gen.close()
+        deadline = time.monotonic() + 60
+        while any(t.name == "mudiff-work" for t in threading.enumerate()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    registry._cache.clear()
+    assert not any(t.name == "mudiff-work" for t in threading.enumerate())
+    assert "work cancelled" in caplog.text
+    assert len(decodes) < decodes[0][1] // 2, (len(decodes), decodes[0][1])

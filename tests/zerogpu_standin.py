@@ -61,7 +61,7 @@ def main(models_dir: str, max_tokens: int) -> None:
     outputs["decode"] = list(decode_tab.run_decode(str(SAMPLE), 1, "nano", "diffusion", knobs, progress=progress))
     outputs["compare"] = list(compare_tab.run_compare(str(SAMPLE), 1, "nano", "nano", "self-speculative", knobs, progress=progress))
     outputs["shuffle"] = list(shuffle_tab.run_shuffle(str(SAMPLE), 1, 1.0, 0, "nano", knobs, progress=progress))
-    outputs["bench"] = [shuffle_tab.run_shuffle_bench([1.0], 1, "nano", knobs, progress=progress)]
+    outputs["bench"] = list(shuffle_tab.run_shuffle_bench([1.0], 1, "nano", knobs, progress=progress))
     print(json.dumps({"on_zero_gpu": gpu.ON_ZERO_GPU, "decorated": gpu.DECORATED, "calls": CALLS,
                       "yields": {k: len(v) for k, v in outputs.items()},
                       "last_status": {k: str(v[-1][0])[:2000] for k, v in outputs.items()}}))

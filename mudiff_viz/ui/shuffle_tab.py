@@ -218,24 +218,50 @@ def bundled_bench_pages():
     return pages
 
 
+@dataclass
+class BenchProgress:
+    """What the benchmark has done so far: written by its worker thread after each decode, read every
+    second by the handler (the status line)."""
+    done: int = 0
+    total: int = 0
+    what: str = ""
+
+
 @user_errors
 def run_shuffle_bench(levels, seeds, spec, knobs: dict, progress=gr.Progress()):
-    """The benchmark over the bundled samples: summary, figure, table, downloads."""
+    """The benchmark over the bundled samples in a worker thread: a status line every second, then
+    summary, figure, table, downloads. Stop, or leaving the page, ends it after the decode in
+    progress (jobs.ticking) and frees the model slot."""
     chosen = sorted({float(v) for v in (levels or [])})
     if not chosen:
         raise UserInputError("tick at least one shuffle level")
     progress(0, desc="loading the bundled samples")
-    pages = bundled_bench_pages()
-    cb = None if ON_ZERO_GPU else (lambda done, total, msg: progress((done, total), desc=msg, unit="decodes"))
-    result = bench_job(pages, chosen, int(seeds or 1), spec or "nano", knobs, cb)
+    pages, n_seeds, spec = bundled_bench_pages(), int(seeds or 1), spec or "nano"
+    if ON_ZERO_GPU:  # one pickled GPU call: no callbacks cross it
+        result = bench_job(pages, chosen, n_seeds, spec, knobs, None)
+    else:
+        state, start = BenchProgress(), time.monotonic()
+
+        def job(check):
+            def after_each_decode(done: int, total: int, what: str) -> None:
+                state.done, state.total, state.what = done, total, what
+                check()
+
+            return bench_job(pages, chosen, n_seeds, spec, knobs, after_each_decode)
+
+        for done, result in jobs.ticking(job):
+            if done:
+                break
+            yield (views.bench_progress_markdown(state.done, state.total, state.what, time.monotonic() - start),
+                   gr.update(), gr.update(), gr.update())
     paths = write_outputs(result, request_dir() / "shuffle-bench")
     headers, rows = views.bench_table(result.summary)
     n_dec = sum(1 for r in result.rows if not r["reused"])
     text = (f"**Semantic Shuffle benchmark** ({views.RECONSTRUCTION}): {len(pages)} bundled pages x "
-            f"{int(seeds or 1)} seed(s) x levels {', '.join(f'{v:g}' for v in chosen)}; {n_dec} decodes "
+            f"{n_seeds} seed(s) x levels {', '.join(f'{v:g}' for v in chosen)}; {n_dec} decodes "
             "(identical level-0 pages are decoded once).  \n" + "  \n".join(summary_lines(result.summary)))
-    return (text, gr.update(value=result.figure, visible=True), gr.update(value=rows, headers=headers, visible=True),
-            gr.update(value=[str(p) for p in paths.values()], visible=True))
+    yield (text, gr.update(value=result.figure, visible=True), gr.update(value=rows, headers=headers, visible=True),
+           gr.update(value=[str(p) for p in paths.values()], visible=True))
 
 
 def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
@@ -290,6 +316,7 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
                                   label="Levels", elem_id="shuffle-bench-levels", scale=3)
         seeds = gr.Slider(1, 5, value=1, step=1, label="Seeds", elem_id="shuffle-bench-seeds", scale=2)
         bench = gr.Button("Run the benchmark", elem_id="shuffle-bench-run", scale=2)
+        stop = gr.Button("Stop", elem_id="shuffle-bench-stop", variant="stop", scale=1, min_width=80)
     bench_status = gr.Markdown(elem_id="shuffle-bench-status")
     bench_fig = gr.Plot(show_label=False, elem_id="shuffle-bench-figure", visible=False)
     bench_table = gr.Dataframe(label="Benchmark summary", interactive=False, wrap=True, elem_id="shuffle-bench-table",
@@ -306,6 +333,9 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
     precheck.checked_then(run, check, controls.with_knobs(run_shuffle, 5, names), inputs,
                           says_why([status, player, table, *diffs, files]), "shuffle", concurrency_id=MODEL_WORK,
                           concurrency_limit=DECODE_SLOTS, scroll_to_output=True, show_progress="minimal")
-    bench.click(controls.with_knobs(run_shuffle_bench, 3, names), [levels, seeds, model, *knob_inputs], [bench_status, bench_fig, bench_table, bench_files],
-                concurrency_id=MODEL_WORK, concurrency_limit=DECODE_SLOTS, api_name="shuffle_bench")
+    running = bench.click(controls.with_knobs(run_shuffle_bench, 3, names), [levels, seeds, model, *knob_inputs],
+                          [bench_status, bench_fig, bench_table, bench_files], concurrency_id=MODEL_WORK,
+                          concurrency_limit=DECODE_SLOTS, api_name="shuffle_bench", show_progress="minimal")
+    # Stop closes the handler's generator: the worker ends after the decode in progress
+    stop.click(lambda: "Benchmark stopped.", None, bench_status, cancels=[running], queue=False, api_visibility="private")
     return {"picker": picker}

@@ -135,6 +135,15 @@ def bench_table(summary: dict) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def bench_progress_markdown(done: int, total: int, what: str, elapsed_s: float) -> str:
+    """The benchmark's status while it runs (every second): decodes done of all, the last one, the
+    seconds so far, and how to stop it."""
+    if not total:
+        return f"Benchmark: loading the models and decoding the first page… · {elapsed_s:.0f} s · *Stop* ends it"
+    return (f"Benchmark: **{done} of {total} decodes** done (last: {md_text(what)}) · {elapsed_s:.0f} s · "
+            "*Stop* ends it after the decode in progress")
+
+
 def progress_markdown(k: int, what: str, done: int, total: int, finished: int, elapsed_s: float) -> str:
     """The Shuffle tab's status while its four decodes run: which decode, its own counter (named:
     each decode counts its own blocks or tokens, so the total changes from one decode to the next),
