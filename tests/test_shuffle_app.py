@@ -242,12 +242,23 @@ def test_shuffle_needs_a_page(client):
                        max_new_tokens=24, api_name="/shuffle")
 
 
+def worker_ends(timeout_s: float = 60) -> bool:
+    """Whether the handler's worker thread (jobs.ticking's) ends within ``timeout_s``."""
+    import threading
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while any(t.name == "mudiff-work" for t in threading.enumerate()):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def test_leaving_the_shuffle_run_cancels_its_decodes(tmp_path_factory, pages, monkeypatch, caplog):
     """Closing the handler's generator (Gradio does when the tab closes) stops the four decodes at
     their next block: the worker thread ends without finishing them."""
     import logging
-    import threading
-    import time
 
     from models import registry
     from mudiff_viz.ui import jobs, shuffle_tab
@@ -263,11 +274,8 @@ def test_leaving_the_shuffle_run_cancels_its_decodes(tmp_path_factory, pages, mo
     with caplog.at_level(logging.INFO, logger="mudiff_viz.ui.jobs"):
         next(gen)
         gen.close()
-        deadline = time.monotonic() + 60
-        while any(t.name == "mudiff-work" for t in threading.enumerate()) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert worker_ends()
     registry._cache.clear()
-    assert not any(t.name == "mudiff-work" for t in threading.enumerate())
     assert "work cancelled" in caplog.text and len(finished) < 4
 
 
@@ -275,8 +283,6 @@ def test_stopping_the_benchmark_ends_it_after_the_decode_in_progress(tmp_path_fa
     """The benchmark streams a status line while it runs; closing its generator (Stop, or the tab
     closing) ends the worker after the decode in progress, long before the planned decodes."""
     import logging
-    import threading
-    import time
 
     from models import registry
     from mudiff_viz.ui import jobs, shuffle_tab
@@ -299,10 +305,7 @@ def test_stopping_the_benchmark_ends_it_after_the_decode_in_progress(tmp_path_fa
         status = next(gen)[0]
         assert f"of {decodes[0][1]} decodes" in status
         gen.close()
-        deadline = time.monotonic() + 60
-        while any(t.name == "mudiff-work" for t in threading.enumerate()) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert worker_ends()
     registry._cache.clear()
-    assert not any(t.name == "mudiff-work" for t in threading.enumerate())
     assert "work cancelled" in caplog.text
     assert len(decodes) < decodes[0][1] // 2, (len(decodes), decodes[0][1])
