@@ -84,8 +84,9 @@ bench_job = model_slot(gpu(_bench_job, duration=lambda pages, levels, seeds, spe
 
 @dataclass
 class GridProgress:
-    """What the four decodes have done so far: written by the decoding thread, read every second by
-    the handler, which turns it into the status line and the panes that can already play."""
+    """What the four decodes (or the benchmark's decodes) have done so far: written by the decoding
+    thread, read every second by the handler, which turns it into the status line and the panes
+    that can already play."""
     k: int = 0
     what: str = ""
     done: int = 0
@@ -218,15 +219,6 @@ def bundled_bench_pages():
     return pages
 
 
-@dataclass
-class BenchProgress:
-    """What the benchmark has done so far: written by its worker thread after each decode, read every
-    second by the handler (the status line)."""
-    done: int = 0
-    total: int = 0
-    what: str = ""
-
-
 @user_errors
 def run_shuffle_bench(levels, seeds, spec, knobs: dict, progress=gr.Progress()):
     """The benchmark over the bundled samples in a worker thread: a status line every second, then
@@ -240,14 +232,11 @@ def run_shuffle_bench(levels, seeds, spec, knobs: dict, progress=gr.Progress()):
     if ON_ZERO_GPU:  # one pickled GPU call: no callbacks cross it
         result = bench_job(pages, chosen, n_seeds, spec, knobs, None)
     else:
-        state, start = BenchProgress(), time.monotonic()
+        state, start = GridProgress(), time.monotonic()  # its progress() hears of each decode and checks for Stop
 
         def job(check):
-            def after_each_decode(done: int, total: int, what: str) -> None:
-                state.done, state.total, state.what = done, total, what
-                check()
-
-            return bench_job(pages, chosen, n_seeds, spec, knobs, after_each_decode)
+            state.check = check
+            return bench_job(pages, chosen, n_seeds, spec, knobs, state.progress)
 
         for done, result in jobs.ticking(job):
             if done:
