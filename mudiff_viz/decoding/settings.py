@@ -212,11 +212,11 @@ class DecodeParams:
         """Every knob's value, by name (what the CLI, the app and the API pass around)."""
         return {k.name: getattr(self, k.name) for k in KNOBS}
 
-    def for_trace(self, decoder: str, backend: Any = None) -> dict[str, Any]:
+    def for_trace(self, decoder: str, backend: Any) -> dict[str, Any]:
         """The params record of a trace: the knobs this decoder reads (model knobs only where
         ``backend`` has them), plus record and extras."""
         knobs = {k.name: getattr(self, k.name) for k in KNOBS
-                 if decoder in k.decoders and (not k.needs or backend is None or hasattr(backend, k.needs))}
+                 if decoder in k.decoders and (not k.needs or hasattr(backend, k.needs))}
         return {"decoder": decoder, **knobs, "record": self.record, **self.extra}
 
     @classmethod
