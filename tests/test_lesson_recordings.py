@@ -11,6 +11,7 @@ import pytest
 
 from models import registry
 from mudiff_viz.ui import howitworks, lesson_recordings, lessons_tab
+from mudiff_viz.views.lesson_figures import run_figures
 
 RUNS = lesson_recordings.distinct_runs()
 
@@ -38,7 +39,7 @@ def test_every_lesson_opens_on_its_recording_with_no_model_installed(no_models):
         assert "Recorded run" in view["status"] and "no model ran" in view["status"]
         # the tab says which model and decoder each pane uses
         for run in lesson.runs:
-            assert howitworks.run_uses(run) in view["text"]
+            assert howitworks.run_uses(run, run_figures(lesson_recordings.load_recording(run))) in view["text"]
             assert howitworks.DECODER_NAMES[run.decoder] in view["text"]
     assert not registry._cache
 
@@ -80,7 +81,7 @@ def test_panes_whose_text_matters_read_and_say_with_which_decoder():
         if run.family == howitworks.SUBWORD:
             assert run.decoder in SPECULATIVE, run
         assert lesson_recordings.load_recording(run).metrics.cer <= 0.03, run
-        text = lessons_tab.lesson_text(lesson)
+        text = lessons_tab.lesson_text(lesson, lessons_tab.recorded_traces(lesson))
         assert howitworks.DECODER_NAMES[run.decoder] in text
         if run.decoder == "self-speculative":
             assert "decoder that reads" in text

@@ -6,14 +6,18 @@ tab's own player, so the Decode tab's controls never change behind the user's ba
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from mudiff_viz.decoding.settings import KNOBS
+from mudiff_viz.views import lesson_figures
+from mudiff_viz.views.lesson_figures import RunFigures, per_block, render, times
 
 DEFAULTS = {"decoder": "diffusion", **{k.name: k.default for k in KNOBS}}  # a lesson's run changes some of them
 
 CHAR, SUBWORD = "nano", "nano-subword"  # the two embedded pairs (the default "nano" is the character pair)
-PAIR_NAMES = {CHAR: "character pair", SUBWORD: "subword pair"}
+PAIR_NAMES = lesson_figures.PAIR_NAMES  # {CHAR: "character pair", SUBWORD: "subword pair"}
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,11 @@ class Lesson:
     one clock when there are two). The Decode tab's controls are never touched.
 
     The pair and strategy of each run are chosen so that what the text says is what the player shows
-    on the bundled sample; docs/app.md lists each lesson's measured CER and effect."""
+    on the bundled sample; docs/app.md lists each lesson's measured CER and effect.
+
+    ``body`` and ``watch`` are templates: every figure in them is a field filled from the recording
+    the lesson plays (``{0.forwards}``: the first pane's forward passes; views/lesson_figures.py
+    names them), never typed in, so the words cannot drift from the run."""
 
     key: str
     title: str
@@ -42,6 +50,10 @@ class Lesson:
     runs: tuple[Run, ...]
     watch: str  # one line under the result: what to look at
     cost: str = ""  # when a bad reading is the lesson's point, it says so here (shown with the CER)
+    derive: Callable[[list[RunFigures]], dict[str, Any]] | None = None  # figures across panes (a ratio)
+
+    def derived(self, panes: list[RunFigures]) -> dict[str, Any]:
+        return self.derive(panes) if self.derive else {}
 
 
 def run_settings(run: Run) -> dict:
@@ -52,20 +64,32 @@ DECODER_NAMES = {"diffusion": "diffusion decoder", "ar": "AR decoder", "self-spe
                  "speculative": "speculative decoder"}
 
 
-def run_uses(run: Run) -> str:
-    """What a run uses, said on screen: the pair (and its spec), the decoder and the settings that matter."""
-    s = run_settings(run)
-    pair = f"{PAIR_NAMES.get(run.family, run.family)} (`{run.family}`)"
-    if run.decoder == "diffusion":
-        detail = f"{s['strategy']}, block {s['block_length']}, {s['steps']} steps, threshold {s['threshold']:g}"
-    elif run.decoder == "ar":
-        detail = "its AR twin, one token per forward"
-    elif run.decoder == "self-speculative":
-        detail = (f"its diffusion twin drafts {s['draft_length']} tokens and verifies them itself: the subword pair's "
-                  "decoder that reads, its tokens exactly its block-length-1 decode")
-    else:
-        detail = f"its diffusion twin drafts {s['draft_length']} tokens, its AR twin verifies them"
-    return f"{pair} · {DECODER_NAMES.get(run.decoder, run.decoder)} ({detail})"
+USES = {  # what a pane runs, per decoder: templates filled from its recording (views/lesson_figures.py)
+    "diffusion": "`{0.strategy}`, block {0.block_length}, {0.steps} steps (at least {0.quota} per pass), "
+                 "threshold {0.threshold:g}, {0.sampling}",
+    "ar": "one token per forward, {0.sampling}",
+    "self-speculative": "drafts {0.draft_length} tokens and verifies them itself ({0.floor_said}, {0.acceptance} "
+                        "acceptance, `{0.draft_branches}` branches, {0.sampling}): the subword pair's decoder that "
+                        "reads, its tokens exactly its block-length-1 decode",
+    "speculative": "drafts {0.draft_length} tokens, its AR twin `{0.verifier}` verifies them ({0.floor_said}, "
+                   "{0.acceptance} acceptance, {0.sampling})",
+}
+
+
+def uses_template(run: Run) -> str:
+    """The template of a pane's *What runs* line: its pair, model and decoder, then the decoder's settings."""
+    decoder = DECODER_NAMES.get(run.decoder, run.decoder)
+    return ("{0.pair} (`{0.spec}`): `{0.model}`, {0.params_m:g}M parameters · " + decoder + ": "
+            + USES.get(run.decoder, "{0.sampling}"))
+
+
+def run_uses(run: Run, fig: RunFigures | None) -> str:
+    """What a run uses, said on screen from its recording (``fig``): the pair and its spec, the model,
+    the decoder and its settings as they ran (resolved: a draft length of 0, "the model's own", is
+    said as the length the model used). With no recording, only the pair and the decoder."""
+    if fig is None:
+        return f"{PAIR_NAMES.get(run.family, run.family)} (`{run.family}`) · {DECODER_NAMES.get(run.decoder, run.decoder)}"
+    return render(uses_template(run), [fig])
 
 
 def run_label(run: Run) -> str:
@@ -90,8 +114,8 @@ LESSONS = [
         "these guesses are the faded italic **ghosts**: the fainter, the less sure the model is. Only "
         "some guesses are **committed** (solid, outlined when new); the rest are thrown away and guessed "
         "again at the next pass, now with more context. Untick *Show guesses* to see the bare masks. "
-        "This lesson runs the **subword pair** (it takes about 23 passes per block, so there is a lot to "
-        "watch) with `frontier_fallback`: when no guess is confident enough it commits next to the text "
+        "This lesson runs the **subword pair** (its blocks took {0.steps_said} passes here, "
+        "{0.steps_per_block:.0f} on average, so there is a lot to watch) with `frontier_fallback`: when no guess is confident enough it commits next to the text "
         "already there.",
         "Try it: the subword pair, step by step",
         (Run(SUBWORD, FF, label="subword pair · frontier_fallback"),),
@@ -103,23 +127,27 @@ LESSONS = [
         "new block sees the finished ones through the KV cache) and the positions *inside* a block are "
         "unmasked in parallel. Block length 1 would be plain autoregression; a longer block gives more "
         "parallelism but harder guesses. The header shows *block b/B · step s/S*. Here the **character "
-        "pair**, which fills a whole block in one pass, runs with blocks of 32 and of 8 on one clock: "
-        "one forward per block, so the block-8 pane needs about two and a half times the passes (10 against 4). "
-        "*Committed this step* in the header, like the line under it, counts **every line together**: up to "
-        "8 positions per line per pass in the block-8 pane, so 56 over 7 lines is a full pass.",
+        "pair**, which fills a whole block in one pass, runs with blocks of {0.block_length} and of {1.block_length} "
+        "on one clock: {per_block}, so the block-{1.block_length} pane needs {times} the passes "
+        "({1.forwards} against {0.forwards}). *Committed this step* in the header, like the line under it, counts "
+        "**every line together**: up to {1.block_length} positions per line per pass in the block-{1.block_length} "
+        "pane, so its first pass commits {1.first_forward_tokens} over {1.first_forward_lines} lines.",
         "Try it: block length 32 vs 8",
         (Run(CHAR, {}, label="character pair · block 32"),
          Run(CHAR, {"block_length": 8, "steps": 8}, label="character pair · block 8")),
-        "Count the blocks in the header: each pass of the block-8 pane fills 8 positions per line.",
+        "Count the blocks in the header: each pass of the block-{1.block_length} pane fills {1.block_length} positions "
+        "per line.",
+        derive=lambda p: {"times": times(p[1].forwards, p[0].forwards), "per_block": per_block(p)},
     ),
     Lesson(
         "threshold", "3 · The confidence threshold",
         "The release's rule: after each forward pass, commit **every** guess whose confidence is above "
         "the threshold; if none passes, commit the *quota* (or, with `frontier_fallback`, the position next "
         "to the text). A lower threshold commits more per pass (fewer forwards, faster) and commits more "
-        "wrong guesses. The subword pair at **0.95 and at 0.5** on one clock: **the 0.5 pane reads badly, "
-        "and that is the point of this lesson**: it finishes in far fewer passes, and a large part of "
-        "what it commits is wrong. Watch the *Guess confidence* chart: the dashed line is the threshold.",
+        "wrong guesses. The subword pair at **{0.threshold:g} and at {1.threshold:g}** on one clock: **the "
+        "{1.threshold:g} pane reads badly, and that is the point of this lesson**: it finishes in far fewer passes "
+        "({1.forwards} against {0.forwards}), and a large part of what it commits is wrong (CER {1.cer:.1f}% against "
+        "{0.cer:.1f}%). Watch the *Guess confidence* chart: the dashed line is the threshold.",
         "Try it: threshold 0.95 vs 0.5",
         (Run(SUBWORD, FF, label="subword pair · threshold 0.95"),
          Run(SUBWORD, {**FF, "threshold": 0.5}, label="subword pair · threshold 0.5")),
@@ -129,13 +157,13 @@ LESSONS = [
     Lesson(
         "steps", "4 · Steps and the quota",
         "*Steps* is the largest number of forwards a block may take. It sets the quota: at least "
-        "`block length / steps` positions are committed per pass, so 32 positions in 4 steps means 8 per "
-        "pass even when the model is unsure. `low_confidence_static` commits exactly the quota, the most "
-        "confident 8 each time, so every block takes exactly 4 passes. The **character pair** knows where "
+        "`block length / steps` positions are committed per pass, so {0.block_length} positions in {0.steps} "
+        "steps means {0.quota} per pass even when the model is unsure. `low_confidence_static` commits exactly "
+        "the quota, the most confident {0.quota} each time, so every block took {0.steps_said} passes here. The **character pair** knows where "
         "every character is, so its forced commits are still right.",
         "Try it: 4 steps, exactly the quota",
         (Run(CHAR, {"strategy": "low_confidence_static", "steps": 4}, label="character pair · 4 steps, static quota"),),
-        "Every pass commits 8 positions per line (the Tokens committed per forward chart).",
+        "Every pass commits {0.quota} positions per line (the Tokens committed per forward chart).",
     ),
     Lesson(
         "strategy", "5 · Remasking strategies",
@@ -145,15 +173,17 @@ LESSONS = [
         "model; `frontier_fallback` keeps the release's threshold but, when nothing passes, commits "
         "next to the text already there instead of the most confident guess anywhere (the subword "
         "lessons use it: the release's fallback makes the subword pair commit far guesses it is unsure "
-        "of). Here the **subword pair** runs `random` and `left_to_right` with 32 steps per block of 32, one "
-        "position per pass, on one clock: same model, the same 32 passes per block, opposite orders (a pane whose "
-        "text ends sooner, its end-of-text committed early, runs fewer blocks). The subword "
+        "of). Here the **subword pair** runs `{0.strategy}` and `{1.strategy}` with {0.steps} steps per block of "
+        "{0.block_length}, {0.quota} position per pass, on one clock: same model, {per_block}, opposite orders (a "
+        "pane whose text ends sooner, its end-of-text committed early, runs fewer blocks: {0.blocks} against "
+        "{1.blocks} here). The subword "
         "pair places a token from the text before it, so the order decides the reading: **the random pane "
         "misreads most of the page, and that is this lesson's point**; left to right reads it.",
         "Try it: random vs left to right",
         (Run(SUBWORD, {"strategy": "random", "steps": 32}, label="subword pair · random"),
          Run(SUBWORD, {"strategy": "left_to_right", "steps": 32}, label="subword pair · left_to_right")),
         "The Decoding order chart: the random pane is scattered, the left-to-right pane a diagonal; then compare the CERs.",
+        derive=lambda p: {"per_block": per_block(p)},
         cost="committed in random order, the subword pair places tokens with no text before them: the high CER is what this lesson shows",
     ),
     Lesson(
@@ -161,7 +191,8 @@ LESSONS = [
         "An autoregressive (AR) decoder commits exactly **one token per forward pass**, left to right, "
         "and never revisits it. Diffusion can commit several per pass and sees the right-hand context "
         "while guessing, but spends extra passes on hard positions. The character pair's AR and "
-        "diffusion twins on one clock: count forward passes, or switch the clock to wall time, where each "
+        "diffusion twins on one clock: count forward passes ({0.forwards} for AR, {1.forwards} for diffusion "
+        "here), or switch the clock to wall time, where each "
         "decoder's prefill (vision encoder + prompt) is shown separately so the comparison is fair. The "
         "**Compare** tab does the same for any page and model.",
         "Try it: AR vs diffusion",
@@ -172,24 +203,26 @@ LESSONS = [
     Lesson(
         "pairs", "7 · Two small models, and the real one between them",
         "The two embedded pairs bracket the real model. The **character pair** reads glyph by glyph and "
-        "knows where every character is, so its diffusion decoder commits almost a whole block at its first "
-        "pass. The **subword pair** has the real model's shape: it must infer where a token lies from the text "
+        "knows where every character is, so its diffusion decoder commits a block's tokens at its first pass "
+        "({0.first_step_share:.0%} of them here). The **subword pair** has the real model's shape: it must infer where a token lies from the text "
         "before it, so only its guesses next to the text are sure (lessons 1 and 3 show its diffusion decoder "
         "committing at the frontier, pass by pass, and what committing far guesses costs). Here the subword "
-        "pair **reads** with its **self-speculative decoder**: its diffusion twin drafts the next 4 tokens in "
-        "one forward and checks them itself in the next, keeping those it agrees with (exactly its "
-        "block-length-1 reading; lesson 8 shows the drafts). The real 2.5B MinerU-Diffusion model sits "
-        "between the two: about 2-3 tokens per forward at threshold 0.95, from the release's speed figure.",
+        "pair **reads** with its **self-speculative decoder**: its diffusion twin drafts the next "
+        "{1.draft_length} tokens in one forward and checks them itself in the next, keeping those it agrees with "
+        "(exactly its block-length-1 reading; lesson 8 shows the drafts): {1.tokens_per_forward:.2f} tokens per "
+        "forward here. The real MinerU-Diffusion model, far larger, sits between the two: it too infers where a "
+        "token lies from the text before it, and its release reports a few tokens per forward.",
         "Try it: both pairs on one clock",
         (Run(CHAR, {}, label="character pair · diffusion"),
          Run(SUBWORD, {}, decoder="self-speculative", label="subword pair · self-speculative", reads=True)),
-        "One pane fills each block in about one pass; the other adds a few checked tokens per forward, from the left.",
+        "One pane fills each block in {0.steps_said} pass; the other adds {1.tokens_per_forward:.2f} checked tokens per "
+        "forward on average, from the left.",
     ),
     Lesson(
         "drafts", "8 · Diffusion drafts, AR verifies",
         "A diffusion model guesses many positions in one forward, but the subword pair's far guesses are often "
         "wrong (lessons 3 and 5). **Draft and verify** keeps the parallel guess and none of its errors: the "
-        "diffusion twin **drafts** the next few tokens in one forward (4 on this pair); a **verifier** checks all of them in one "
+        "diffusion twin **drafts** the next few tokens in one forward ({1.draft_length} on this pair); a **verifier** checks all of them in one "
         "forward and keeps the longest prefix it agrees with (**accepted**), plus its own token where it first "
         "disagrees (the draft there is **rejected** and replaced; the drafts after it are discarded). With the "
         "**speculative decoder** the AR twin verifies, so the text is exactly the AR twin's own greedy reading; "
@@ -197,7 +230,7 @@ LESSONS = [
         "prediction), and one forward both verifies the last drafts and drafts the next ones. Three panes on "
         "one clock, all the subword pair: its AR twin (one token per forward), speculative and self-speculative. "
         "The line above the player says what the forwards bought: drafts proposed, accepted and rejected, and "
-        "tokens per forward against AR's 1.",
+        "tokens per forward against AR's {0.tokens_per_forward:g}.",
         "Try it: AR, speculative and self-speculative",
         (Run(SUBWORD, {}, decoder="ar", label="subword pair · AR"),
          Run(SUBWORD, {}, decoder="speculative", label="subword pair · speculative", reads=True),

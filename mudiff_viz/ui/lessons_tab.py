@@ -22,11 +22,12 @@ from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.capacity import DECODE_SLOTS, LIGHT_SLOTS, LIGHT_WORK
 from mudiff_viz.ui.slot import MODEL_WORK
 from mudiff_viz.views.labels import NUMBER_WORDS, counted
+from mudiff_viz.views.lesson_figures import MissingFigure, RunFigures, render, run_figures
 from mudiff_viz.views.markdown import md_text
 from mudiff_viz.views.page_image import image_data_url
 from mudiff_viz.views.player import compare_payload, player_payload
 
-LESSON_OUTPUTS = ("status", "player")
+LESSON_OUTPUTS = ("text", "status", "player")
 SHOWN_OUTPUTS = ("current", "text", "status", "player")  # what opening a lesson sets
 RECORDED_NOTE = ("**Recorded run** (shipped with the app, made from its models by `scripts/record_lessons.py`): no model ran "
                  "to show it; *Rerun live* decodes it here.")
@@ -90,7 +91,7 @@ def lesson_summary(lesson: howitworks.Lesson, traces: list[Trace], specs: list[s
     swapped = [f"{howitworks.PAIR_NAMES.get(r.family, r.family)} is not installed: the {s} pair ran instead"
                for r, s in zip(lesson.runs, specs) if s != r.family]
     lines += [f"Note: {x}." for x in dict.fromkeys(swapped)]
-    lines.append(f"*Watch:* {lesson.watch}")
+    lines.append(f"*Watch:* {lesson_words(lesson, traces)[1]}")
     return "  \n".join(lines)
 
 
@@ -98,10 +99,26 @@ def find_lesson(key: str) -> howitworks.Lesson:
     return next((x for x in howitworks.LESSONS if x.key == key), howitworks.LESSONS[0])
 
 
-def lesson_text(lesson: howitworks.Lesson) -> str:
-    """The lesson's text and, for each pane, which model and decoder it uses."""
-    uses = "\n".join(f"- **{md_text(howitworks.run_label(r))}**: {howitworks.run_uses(r)}" for r in lesson.runs)
-    return f"#### {lesson.title}\n{lesson.body}\n\n**What runs** (on the bundled sample):\n{uses}"
+def lesson_words(lesson: howitworks.Lesson, traces: list[Trace] | None) -> tuple[str, str]:
+    """The lesson's body and its *Watch* line, every figure filled from the runs it plays (``traces``,
+    one per pane); with no runs, each figure is an ellipsis."""
+    panes: list[RunFigures] | None = [run_figures(t) for t in traces] if traces else None
+    derived = lesson.derived(panes) if panes else {}
+    return render(lesson.body, panes, **derived), render(lesson.watch, panes, **derived)
+
+
+def lesson_text(lesson: howitworks.Lesson, traces: list[Trace] | None = None) -> str:
+    """The lesson's text and, for each pane, which model and decoder it uses, as they ran in ``traces``
+    (the recordings or a live rerun). A figure a run lacks says so in one line, never as None."""
+    try:
+        body = lesson_words(lesson, traces)[0]
+        figs = [run_figures(t) for t in traces] if traces else [None] * len(lesson.runs)
+        uses = "\n".join(f"- **{md_text(howitworks.run_label(r))}**: {howitworks.run_uses(r, f)}"
+                         for r, f in zip(lesson.runs, figs))
+    except MissingFigure as e:
+        return f"#### {lesson.title}\nThis lesson's figures come from its runs, and one lacks {e}: press *Rerun live*."
+    where = "on the bundled sample" if traces else "on the bundled sample; its figures fill in from the recorded run"
+    return f"#### {lesson.title}\n{body}\n\n**What runs** ({where}):\n{uses}"
 
 
 @functools.lru_cache(maxsize=1)
@@ -109,12 +126,18 @@ def lesson_image() -> str:
     return image_data_url(lesson_recordings.lesson_page().image)
 
 
+def recorded_traces(lesson: howitworks.Lesson) -> list[Trace] | None:
+    """The lesson's shipped recordings, one per pane; None when one is missing."""
+    traces = [lesson_recordings.load_recording(r) for r in lesson.runs]
+    return None if any(t is None for t in traces) else traces
+
+
 def recorded_view(key: str) -> dict:
     """A lesson opened on its recorded runs: its text, the summary and the player, with no model run."""
     lesson = find_lesson(key)
-    traces = [lesson_recordings.load_recording(r) for r in lesson.runs]
-    out = {"current": lesson.key, "text": lesson_text(lesson)}
-    if any(t is None for t in traces):
+    traces = recorded_traces(lesson)
+    out = {"current": lesson.key, "text": lesson_text(lesson, traces)}
+    if traces is None:
         out["status"] = (f"**{md_text(lesson.title)}**: no recorded run is shipped for this lesson "
                          "(`python scripts/record_lessons.py` writes them); press *Rerun live*.")
         out["player"] = results.message("No recording: press Rerun live to decode this lesson here.")
@@ -145,12 +168,12 @@ def show_on_first_view(key: str, shown: bool):
 
 
 @user_errors
-@results.shows_failure(LESSON_OUTPUTS)
+@results.shows_failure(LESSON_OUTPUTS, keep=("text",))  # a failed rerun leaves the lesson's words
 def run_lesson(key: str):
     """Run one lesson's decodes on the bundled sample; yields a cleared screen, frames, then the result."""
     lesson = find_lesson(key)
     names = LESSON_OUTPUTS
-    yield results.ordered(results.cleared(names, f"Running {lesson.title}…",
+    yield results.ordered(results.cleared(("status", "player"), f"Running {lesson.title}…",
                                           "Decoding: the first frame appears after the first denoising step."), names)
     available = [spec for _, spec in models.choices()]
     specs = [howitworks.lesson_spec(r.family, available) for r in lesson.runs]
@@ -172,7 +195,8 @@ def run_lesson(key: str):
                                       names)
         traces.append(trace)
         done_panes.append(pane(trace, run, spec, image, False, stream))
-    yield results.ordered({"player": panes_payload(done_panes), "status": lesson_summary(lesson, traces, specs)}, names)
+    yield results.ordered({"player": panes_payload(done_panes), "status": lesson_summary(lesson, traces, specs),
+                           "text": lesson_text(lesson, traces)}, names)
 
 
 def build(tab=None) -> None:
@@ -189,7 +213,7 @@ def build(tab=None) -> None:
         for lesson in lessons:
             buttons.append((lesson, gr.Button(lesson.title, size="sm", elem_id=f"lesson-{lesson.key}", min_width=120,
                                               variant="primary" if lesson is lessons[0] else "secondary")))
-    text = gr.Markdown(lesson_text(lessons[0]), elem_id="lesson-text")
+    text = gr.Markdown(lesson_text(lessons[0], recorded_traces(lessons[0])), elem_id="lesson-text")
     with gr.Row():
         live = gr.Button("↻ Rerun live (decodes on this machine)", size="sm", variant="secondary", elem_id="lesson-live",
                          scale=0, min_width=260)
@@ -203,6 +227,6 @@ def build(tab=None) -> None:
                   show_progress="hidden", **quick)
     if tab is not None:
         tab.select(show_on_first_view, [current, shown], [shown, *shown_outputs], show_progress="hidden", **quick)
-    live.click(run_lesson, [current], results.says_why([status, player]), concurrency_id=MODEL_WORK, concurrency_limit=DECODE_SLOTS,
+    live.click(run_lesson, [current], results.says_why([text, status, player]), concurrency_id=MODEL_WORK, concurrency_limit=DECODE_SLOTS,
                api_visibility="private", scroll_to_output=True, show_progress="minimal")
     gr.Markdown(howitworks.READING_GUIDE)

@@ -78,10 +78,10 @@ def says_why(outputs: list) -> list:
     return outputs
 
 
-def shows_failure(names: tuple[str, ...]) -> Callable:
+def shows_failure(names: tuple[str, ...], keep: tuple[str, ...] = ()) -> Callable:
     """For a run generator: when it fails, its last frame is :func:`failed` (the reason stays on
     screen after the toast has gone, and no "Decoding…" is left behind); the error still propagates,
-    so the toast shows and an API client gets it."""
+    so the toast shows and an API client gets it. Outputs in ``keep`` stay as they are."""
 
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
@@ -89,7 +89,7 @@ def shows_failure(names: tuple[str, ...]) -> Callable:
             try:
                 yield from fn(*args, **kwargs)
             except Exception as exc:
-                yield ordered(failed(names, one_line(exc)), names)
+                yield ordered(failed(tuple(n for n in names if n not in keep), one_line(exc)), names)
                 raise
 
         return gen
