@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mudiff_viz.core.metrics import first_step_share, mean_steps_per_block, order_correlation, steps_per_block
-from mudiff_viz.core.trace import Trace
+from mudiff_viz.core.trace import REJECTED, Trace
 
 PAIR_NAMES = {"nano": "character pair", "nano-subword": "subword pair"}  # the embedded pairs by spec
 SAMPLING = {0.0: "greedy"}  # temperature 0 is argmax: said as a word, never as a raw 0
@@ -59,8 +59,11 @@ class RunFigures:
     tokens_per_forward: float
     order: float | None  # decoding order vs position (Spearman r)
     cer: float | None  # character error rate, percent
-    drafted: int | None
-    accepted: int | None
+    drafted: int | None  # drafts verified
+    accepted: int | None  # drafts the verifier agreed with
+    rejected: int | None  # drafts the verifier replaced with its own token
+    discarded: int | None  # drafts after a rejection, never judged
+    tokens_per_verify: float | None  # tokens per verify forward (draft-and-verify)
 
     @property
     def pair(self) -> str:
@@ -92,6 +95,7 @@ def run_figures(trace: Trace) -> RunFigures:
     first = min((s.forward for s in trace.steps), default=0)
     temperature = float(p.get("temperature", 0.0))
     bl, steps = p.get("block_length"), p.get("steps")
+    rejected = sum(v == REJECTED for s in trace.steps for v in (s.verdicts or ())) if trace.is_speculative else None
     return RunFigures(
         spec=trace.model.spec, model=trace.model.name, params_m=trace.model.params_m,
         verifier=trace.verifier.name if trace.verifier is not None else None,
@@ -115,6 +119,8 @@ def run_figures(trace: Trace) -> RunFigures:
         order=order_correlation(trace),
         cer=100 * m.cer if m.get("cer") is not None else None,
         drafted=m.get("drafted"), accepted=m.get("accepted"),
+        rejected=rejected, discarded=m.drafted - m.accepted - rejected if rejected is not None else None,
+        tokens_per_verify=trace.n_tokens / m.verify_forwards if m.get("verify_forwards") else None,
     )
 
 
