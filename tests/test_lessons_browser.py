@@ -45,6 +45,10 @@ def test_every_lesson_shows_its_recording_at_once_with_no_model(page):
         assert lesson.title in text
         for run in lesson.runs:
             assert howitworks.DECODER_NAMES[run.decoder] in text and run.family in text
+        # its figures are filled from the recordings on screen (issue 48), none left blank or raw
+        assert "…" not in text and "None" not in text and "nan" not in text.split()
+        if lesson.key == "blocks":
+            assert f"({traces[1].clock_length} against {traces[0].clock_length})" in text
     print("first frame after a lesson's click (s):", times)
 
 
