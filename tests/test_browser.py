@@ -146,6 +146,18 @@ def test_lesson_button_runs_in_its_own_player(page):
     # the tiny twins answer 24 tokens per line: one block of 32, or three blocks of 8
     headers = page.locator("#lesson-player .mp-header").all_inner_texts()
     assert "block 1/1" in headers[0] and "block 1/3" in headers[1], headers
+    # the lesson's words now quote the live runs (issue 48): the longer pane's passes are the clock's
+    import re
+
+    clock = int(page.eval_on_selector("#lesson-player .mp-scrub", "el => +el.max"))
+    text = page.inner_text("#lesson-text")
+    passes = re.search(r"\((\d+) against (\d+)\)", text)
+    assert passes and max(int(passes[1]), int(passes[2])) == clock, (clock, text)
+    from mudiff_viz.ui import howitworks, lesson_recordings
+
+    recorded = lesson_recordings.load_recording(next(x for x in howitworks.LESSONS if x.key == "blocks").runs[0])
+    assert "…" not in text and "None" not in text
+    assert f"{recorded.model.params_m:g}M parameters" not in text  # the test's tiny twins ran, not the recording's
 
 
 def test_pdf_with_markup_in_its_text_shows_it_as_text(page, tmp_path):
