@@ -6,7 +6,8 @@ Decodes every distinct run of every lesson (mudiff_viz/ui/howitworks.py) on the 
 the shipped models, as the tab's *Rerun live* does, checks the trace's invariants and writes it
 gzipped (ui/lesson_recordings.py names the files). Rerun it whenever the nano weights or a lesson's
 runs change: tests/test_lesson_recordings.py fails while a recording differs from a live decode.
-Files no lesson uses any more are removed.
+Files no lesson uses any more are removed. Into the default folder, it then rewrites the lesson
+figures README.md and docs/app.md quote (scripts/readme_figures.py), so they follow the recordings.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
             stale.unlink()
             print(f"removed {stale.name} (no lesson uses it)")
     print(f"{len(kept)} recordings, {total / 1024:.0f} KB in all -> {out}")
+    if out.resolve() == rec.LESSONS_DIR.resolve():
+        from mudiff_viz.ui import lesson_docs
+
+        for rel in lesson_docs.stale(write=True):
+            print(f"{rel}: lesson figures rewritten from the new recordings")
     return 0
 
 
