@@ -138,3 +138,5 @@ def test_a_figure_a_run_lacks_is_said_in_one_line_never_as_none():
         lesson_figures.render(lesson("steps").body, [run_figures(ar)])
     text = lessons_tab.lesson_text(lesson("steps"), [ar])
     assert "lacks" in text and "None" not in text and "Rerun live" in text
+    summary = lessons_tab.lesson_summary(lesson("steps"), [ar], ["nano"])
+    assert "*Watch:* Every pass commits … positions per line" in summary and "None" not in summary

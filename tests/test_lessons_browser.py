@@ -55,9 +55,11 @@ def test_every_lesson_shows_its_recording_at_once_with_no_model(page):
 def test_rerun_live_says_why_it_cannot_run_here(page):
     page.get_by_role("tab", name="How it works").click()
     wait_for_result(page, "#lesson-player", timeout=120_000)
+    words = page.inner_text("#lesson-text")
     page.click("#lesson-live")
     page.wait_for_function("() => document.querySelector('#lesson-status').innerText.includes('not installed')",
                            timeout=120_000)
+    assert page.inner_text("#lesson-text") == words  # the failed rerun leaves the lesson's words as they were
 
 
 def test_lesson_2_header_and_caption_count_the_same_commits(page):

@@ -91,7 +91,11 @@ def lesson_summary(lesson: howitworks.Lesson, traces: list[Trace], specs: list[s
     swapped = [f"{howitworks.PAIR_NAMES.get(r.family, r.family)} is not installed: the {s} pair ran instead"
                for r, s in zip(lesson.runs, specs) if s != r.family]
     lines += [f"Note: {x}." for x in dict.fromkeys(swapped)]
-    lines.append(f"*Watch:* {lesson_words(lesson, traces)[1]}")
+    try:
+        watch = lesson_words(lesson, traces)[1]
+    except MissingFigure:  # a stand-in run lacks a figure: the line's words, its figures left out
+        watch = render(lesson.watch, None)
+    lines.append(f"*Watch:* {watch}")
     return "  \n".join(lines)
 
 
