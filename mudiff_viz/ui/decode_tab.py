@@ -11,6 +11,7 @@ import gradio as gr
 from mudiff_viz.decoding.settings import DIFFUSION, KNOB
 from mudiff_viz.probes.apply import probe_spec
 from mudiff_viz.ui import controls, jobs, models, precheck, results
+from mudiff_viz.ui.animation import animation_row
 from mudiff_viz.ui.pagework import prepare_page
 from mudiff_viz.ui.common import user_errors
 from mudiff_viz.ui.player import Player
@@ -114,6 +115,7 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> DecodeTa
     player = Player(elem_id="player")
     downloads = gr.File(label="Downloads: the trace (JSON, replays in the Trace viewer) and an offline replay (HTML, opens in any browser)",
                         file_count="multiple", interactive=False, elem_id="decode-downloads", visible=False)
+    animation_row("decode", downloads)
     with gr.Accordion("Whole-run figures", open=True):
         fig_order = gr.Plot(show_label=False, elem_id="decode-fig-order", visible=False)
         with gr.Row():

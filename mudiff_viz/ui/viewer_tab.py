@@ -8,6 +8,7 @@ from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.inputs.pages import load_page
 from mudiff_viz.probes.replay import page_for_trace
+from mudiff_viz.ui.animation import animation_row, remember_page
 from mudiff_viz.ui.capacity import LIGHT_SLOTS, LIGHT_WORK
 from mudiff_viz.ui.common import PAGE_TYPES, example_traces, file_path, request_dir, user_errors, write_text
 from mudiff_viz.ui.player import Player
@@ -40,6 +41,7 @@ def trace_outputs(traces: list[Trace], images: list[str | None], paths: list[str
     outdir = request_dir()
     if len(traces) == 1:
         (t,), (img,) = traces, images
+        remember_page(paths[0], img)
         payload = player_payload(t, image_url=img)
         html_path = write_text(standalone_html_from_payload(payload, trace_title(t)), outdir, "replay.html")
         return {
@@ -49,6 +51,7 @@ def trace_outputs(traces: list[Trace], images: list[str | None], paths: list[str
             "table": gr.update(visible=False), "fig_wall": gr.update(visible=False),
         }
     (a, ia, pa), (b, ib, pb) = sorted(zip(traces, images, paths), key=lambda x: x[0].decoder != "ar")  # AR first
+    remember_page(pa, ia), remember_page(pb, ib)
     payload = compare_payload([player_payload(a, image_url=ia), player_payload(b, image_url=ib)])
     headers, rows = tables.metrics_table([a, b])
     html_path = write_text(standalone_compare_html([a, b], [ia, ib], "AR vs diffusion"), outdir, "compare.replay.html")
@@ -108,7 +111,8 @@ def build() -> None:
     warning = gr.Markdown(visible=False, elem_classes="mudiff-warning")
     player = Player(elem_id="viewer-player")
     downloads = gr.File(label="Downloads: the trace(s) and an offline replay (HTML)", file_count="multiple",
-                        interactive=False, visible=False)
+                        interactive=False, visible=False, elem_id="viewer-downloads")
+    animation_row("viewer", downloads)
     table = gr.Dataframe(headers=["metric", "AR", "diffusion"], label="Metrics", interactive=False, visible=False, wrap=True)
     fig_wall = gr.Plot(show_label=False, visible=False)
     with gr.Accordion("Whole-run figures", open=True):
