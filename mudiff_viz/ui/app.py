@@ -16,7 +16,7 @@ import os
 import gradio as gr
 
 from mudiff_viz.core.limits import current as current_limits
-from mudiff_viz.ui import compare_tab, controls, corpus_tab, decode_tab, lessons_tab, models, shuffle_tab, viewer_tab
+from mudiff_viz.ui import compare_tab, controls, corpus_tab, decode_tab, lessons_tab, models, opening, shuffle_tab, viewer_tab
 from mudiff_viz.ui import gpu as _gpu  # noqa: F401  (imports `spaces` before anything touches CUDA)
 from mudiff_viz.ui.common import default_sample
 from mudiff_viz.ui.results import SAYS_WHY
@@ -58,7 +58,7 @@ def build_app() -> gr.Blocks:
     with gr.Blocks(title="mudiff-viz: diffusion OCR, step by step", delete_cache=(1800, 3600)) as demo:
         gr.Markdown(INTRO)
         # "wrap": on a phone every tab stays in sight on a second row (the menu hid four behind "...")
-        with gr.Tabs(selected="decode", overflow_behavior="wrap"):
+        with gr.Tabs(selected="decode", overflow_behavior="wrap") as tabs:
             with gr.Tab("Decode", id="decode"):
                 decode = decode_tab.build(default, model_choices)
             with gr.Tab("Compare AR vs diffusion", id="compare"):
@@ -66,16 +66,17 @@ def build_app() -> gr.Blocks:
             with gr.Tab("Semantic Shuffle and probes", id="shuffle"):
                 shuffle = shuffle_tab.build(default, model_choices)
             with gr.Tab("Trace viewer", id="viewer"):
-                viewer_tab.build()
+                viewer = viewer_tab.build()
             with gr.Tab("Corpus", id="corpus") as corpus_tab_item:
                 corpus_tab.build(corpus_tab_item)
             with gr.Tab("How it works", id="how") as how_tab:
-                lessons_tab.build(how_tab)
+                lessons = lessons_tab.build(how_tab)
         # each picker's first preview joins that picker's queue of preview events, so an upload made
         # before it finishes is drawn after it (the bundled sample renders in-process and is cached)
         for picker in (decode.picker, compare["picker"], shuffle["picker"]):
             demo.load(controls.preview_outputs, [picker.file, picker.number], picker.outputs,
                       **controls.preview_event_kwargs(picker))
+        opening.wire(demo, tabs, lessons, viewer)  # ?lesson=masks&frame=12 opens that lesson at that frame
     return demo
 
 

@@ -89,6 +89,7 @@ export class Player {
     this.compare = list.length > 1;
     this.models = list.map((p) => new TraceModel(p));
     if (payload.options) Object.assign(this.opts, payload.options);
+    this.link = payload.link && typeof payload.link === "object" ? payload.link : null; // a view the app can reopen
     this.buildControls();
     this.buildLegend();
     const grid = payload.layout === "grid" && list.length > 2;
@@ -110,8 +111,10 @@ export class Player {
     this.bindHover();
     this.setLive(list.some((p) => p.partial));
     this.setClock("forward");
-    // one opening frame for one trace and for a comparison: the finished result (Play restarts from 0)
-    this.seekFrame(this.maxFrame());
+    // one opening frame for one trace and for a comparison: the finished result (Play restarts from 0),
+    // or the frame a link asked for
+    const start = payload.start_frame;
+    this.seekFrame(Number.isInteger(start) ? start : this.maxFrame());
     return false;
   }
   refresh(payload) {
