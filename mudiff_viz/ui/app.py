@@ -23,10 +23,8 @@ from mudiff_viz.ui.results import SAYS_WHY
 
 INTRO = """
 # mudiff-viz · watch diffusion OCR decode, step by step
-A diffusion OCR decoder (MinerU-Diffusion style: a vision encoder feeding a block-diffusion text
-decoder) fills a page's text in **parallel**, unmasking the positions it is most sure of first.
-Press **Run decode** on the sample page, then play, scrub and hover: every forward pass, every guess
-and every confidence is recorded and replayed in your browser (it starts playing while the page decodes).
+A diffusion OCR model fills a page's text in **parallel**, unmasking what it is surest of first. Every forward
+pass, guess and confidence is recorded and replayed here: play, scrub and hover.
 """
 
 CSS = """
@@ -43,6 +41,10 @@ CSS = """
 .gradio-container input[type="number"] { min-width: 5.2em; }
 /* the drop zone under the page's file box: it looks like a target even when the sample fills the box */
 .mudiff-drop { border: 2px dashed var(--border-color-accent, #7aa6d8) !important; border-radius: 8px; }
+/* phones: the player (the first screen's showcase, then each result) comes right under Run, before the page */
+@media (max-width: 640px) { #decode-main { flex-direction: column !important; } #decode-player-column { order: -1; } }
+#decode-setups { align-items: center; gap: 8px; }
+#decode-setups > .prose, #decode-setups .mudiff-note { flex: 0 0 auto !important; }
 """
 # a failed run (results.shows_failure) ends with its reason in the status line and the player; Gradio's
 # bare "Error" pill on its outputs (results.says_why) would only cover it

@@ -115,6 +115,11 @@ export class Player {
     // or the frame a link asked for
     const start = payload.start_frame;
     this.seekFrame(Number.isInteger(start) ? start : this.maxFrame());
+    // a showcase (the app's first screen): play from the start at once, again and again until touched
+    if (payload.autoplay && !Number.isInteger(start)) {
+      if (this.more) this.more.open = false; // the page and the text first; the legend one click away
+      this.seekFrame(0); this.loop = true; this.startLoop();
+    }
     return false;
   }
   refresh(payload) {
