@@ -96,7 +96,8 @@ def real_models_note(model_choices: list[tuple[str, str]]) -> str:
 def build(default: str | None, model_choices: list[tuple[str, str]]) -> DecodeTab:
     knobs = controls.Knobs("decode")
     first_model, first_decoder = models.default_choice(model_choices)
-    showcase = hero.hero_payload()
+    # the showcase plays what the first Run decodes: only when that model is the one offered first
+    showcase = hero.hero_payload() if (first_model, first_decoder) == (hero.RUN.family, hero.RUN.decoder) else None
     # the primary action first: on any screen, Run is on the first screenful, the player right beside
     # the page (on a phone, right under Run), every other knob folded away in Advanced settings
     with gr.Row(equal_height=True, elem_id="decode-toolbar"):
