@@ -62,4 +62,6 @@ _trace.NOTEBOOK_HOOKS.update(
     tokens_frame=_hook("mudiff_viz.notebook.frames", "tokens_frame"),
     steps_frame=_hook("mudiff_viz.notebook.frames", "steps_frame"),
     mimebundle=_hook("mudiff_viz.notebook.widget", "mimebundle"),
+    save_gif=_hook("mudiff_viz.notebook.page_images", "save_gif"),
+    save_mp4=_hook("mudiff_viz.notebook.page_images", "save_mp4"),
 )

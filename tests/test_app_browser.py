@@ -13,6 +13,7 @@ import os
 import pytest
 
 from tests.ui_support import (
+    open_advanced,
     require_chromium,
     run_and_wait,
     upload,
@@ -112,6 +113,7 @@ def test_second_decode_keeps_the_legend(page):
 
 
 def set_number(pg, elem_id: str, value) -> None:
+    open_advanced(pg, elem_id.split("-")[0])
     box = pg.locator(f"#{elem_id} input[type=number]")
     box.fill(str(value))
     box.press("Tab")
@@ -133,6 +135,7 @@ def test_samples_keep_the_settings(page):
 
 
 def test_clicking_a_word_occludes_it_and_the_player_outlines_it(page):
+    open_advanced(page)
     page.click("#decode-perturb button, #decode-perturb .label-wrap")  # open the Perturb panel
     img = page.locator("#decode-preview img")
     img.wait_for(state="visible")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ui_support import SAMPLE, require_chromium, run_and_wait, upload, wait_for_result
+from tests.ui_support import SAMPLE, open_advanced, require_chromium, run_and_wait, upload, wait_for_result
 
 require_chromium()
 
@@ -234,6 +234,7 @@ def test_a_lesson_plays_in_its_own_player_and_leaves_the_decode_settings(page):
     def knob(name):
         return page.locator(f"#decode-{name} input[type=number]").input_value()
 
+    open_advanced(page)
     for name, v in (("block-length", "16"), ("threshold", "0.8")):
         box = page.locator(f"#decode-{name} input[type=number]")
         box.fill(v)

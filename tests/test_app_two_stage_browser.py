@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ui_support import app_page, launched_app, make_tiny_twins, require_chromium, run_and_wait
+from tests.ui_support import app_page, launched_app, make_tiny_twins, open_advanced, require_chromium, run_and_wait
 from tests.ui_support import region_view as shown
 
 require_chromium()
@@ -69,6 +69,7 @@ def test_the_app_runs_a_two_stage_decode_with_layout_boxes_and_a_player_per_regi
 
     url, ckpt = two_stage_app
     with app_page(browser, url) as pg:
+        open_advanced(pg)
         # the first model is the nano pair: page mode and the text task only, and the controls say why
         assert offered(pg, "decode-mode")[:2] == (False, "page") and NANO_NOTE in offered(pg, "decode-mode")[2]
         assert offered(pg, "decode-task")[:2] == (False, "text") and NANO_TASK_NOTE in offered(pg, "decode-task")[2]

@@ -214,3 +214,12 @@ def region_view(pg) -> dict:
         lineAt: (l => l ? l.getBoundingClientRect().top - document.querySelector('#player .mp-text').getBoundingClientRect().top : null)(
             document.querySelector('#player .mp-line.mp-line-sel')),
     })""")
+
+
+def open_advanced(pg, prefix: str = "decode") -> None:
+    """Open the tab's Advanced settings (its knobs and page perturbations fold away there)."""
+    knob = pg.locator(f"#{prefix}-block-length")
+    if knob.count() and knob.first.is_visible():
+        return
+    pg.locator(f"#{prefix}-advanced .label-wrap").first.click()
+    pg.locator(f"#{prefix}-temperature").first.wait_for(state="visible", timeout=10_000)

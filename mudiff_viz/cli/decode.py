@@ -53,6 +53,13 @@ def register(sub) -> None:
     v.add_argument("trace")
     v.add_argument("--html", help="write a standalone offline HTML replay")
     v.add_argument("--text", action="store_true", help="also print the decoded text")
+    v.add_argument("--gif", metavar="OUT.gif", help="write the decode as an animated GIF (page, overlay, text)")
+    v.add_argument("--mp4", metavar="OUT.mp4", help="write the decode as an MP4 video (needs pip install -e '.[video]')")
+    v.add_argument("--width", type=int, default=960, help="animation width in pixels (default 960)")
+    v.add_argument("--fps", type=float, default=6.0, help="animation frames a second (default 6)")
+    v.add_argument("--clock", choices=("forward", "wall"), default="forward",
+                   help="animation frames: one per forward pass, or evenly spaced in wall time")
+    v.add_argument("--max-frames", type=int, default=300, help="a longer decode shows every k-th forward (default 300)")
     v.set_defaults(func=cmd_view)
 
 
@@ -84,6 +91,12 @@ def cmd_view(args) -> int:
     from mudiff_viz.views.export import standalone_html
     from mudiff_viz.views.page_image import image_data_url
 
+    opts = None
+    if args.gif or args.mp4:  # options checked before any work: a bad one is one line and nothing written
+        from mudiff_viz.views.animation import AnimationOptions
+
+        opts = AnimationOptions(width=args.width, fps=args.fps, clock=args.clock, max_frames=args.max_frames)
+        opts.check()
     trace = Trace.load(args.trace)
     problems = check_invariants(trace)
     print(summary_line(trace))
@@ -94,8 +107,15 @@ def cmd_view(args) -> int:
         print(trace.text)
     if problems:
         print(f"warning: {len(problems)} invariant violations, first: {problems[0]}", file=sys.stderr)
+    image = page_for_trace(trace.page) if (args.html or args.gif or args.mp4) else None  # its bundled sample, if any
     if args.html:
-        image = page_for_trace(trace.page)  # the bundled sample it was made on, if it was
         Path(args.html).write_text(standalone_html(trace, image_data_url(image) if image else None), encoding="utf-8")
         print(f"wrote {args.html}")
+    if opts is not None:
+        from mudiff_viz.views.animation import save_gif, save_mp4
+
+        for out, save in ((args.gif, save_gif), (args.mp4, save_mp4)):
+            if out:
+                size = save(trace, out, image, opts)
+                print(f"wrote {out} ({size / 1e6:.2f} MB)")
     return EXIT_OK

@@ -275,6 +275,14 @@ class Trace:
         """One row per (step, masked position) as a pandas DataFrame (docs/notebook.md)."""
         return NOTEBOOK_HOOKS["steps_frame"](self, **key)
 
+    def save_gif(self, path: str | Path, **options: Any) -> int:
+        """The decode as an animated GIF (page, overlay, text; ``width``, ``fps``, ``clock``...); returns bytes."""
+        return NOTEBOOK_HOOKS["save_gif"](self, path, **options)
+
+    def save_mp4(self, path: str | Path, **options: Any) -> int:
+        """The decode as an MP4 video (needs the ``video`` extra); returns bytes written."""
+        return NOTEBOOK_HOOKS["save_mp4"](self, path, **options)
+
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
         return NOTEBOOK_HOOKS["mimebundle"](self)
 

@@ -16,17 +16,15 @@ import os
 import gradio as gr
 
 from mudiff_viz.core.limits import current as current_limits
-from mudiff_viz.ui import compare_tab, controls, corpus_tab, decode_tab, lessons_tab, models, shuffle_tab, viewer_tab
+from mudiff_viz.ui import compare_tab, controls, corpus_tab, decode_tab, lessons_tab, models, opening, shuffle_tab, viewer_tab
 from mudiff_viz.ui import gpu as _gpu  # noqa: F401  (imports `spaces` before anything touches CUDA)
 from mudiff_viz.ui.common import default_sample
 from mudiff_viz.ui.results import SAYS_WHY
 
 INTRO = """
 # mudiff-viz · watch diffusion OCR decode, step by step
-A diffusion OCR decoder (MinerU-Diffusion style: a vision encoder feeding a block-diffusion text
-decoder) fills a page's text in **parallel**, unmasking the positions it is most sure of first.
-Press **Run decode** on the sample page, then play, scrub and hover: every forward pass, every guess
-and every confidence is recorded and replayed in your browser (it starts playing while the page decodes).
+A diffusion OCR model fills a page's text in **parallel**, unmasking what it is surest of first. Every forward
+pass, guess and confidence is recorded and replayed here: play, scrub and hover.
 """
 
 CSS = """
@@ -43,6 +41,10 @@ CSS = """
 .gradio-container input[type="number"] { min-width: 5.2em; }
 /* the drop zone under the page's file box: it looks like a target even when the sample fills the box */
 .mudiff-drop { border: 2px dashed var(--border-color-accent, #7aa6d8) !important; border-radius: 8px; }
+/* phones: the player (the first screen's showcase, then each result) comes right under Run, before the page */
+@media (max-width: 640px) { #decode-main { flex-direction: column !important; } #decode-player-column { order: -1; } }
+#decode-setups { align-items: center; gap: 8px; }
+#decode-setups > .prose, #decode-setups .mudiff-note { flex: 0 0 auto !important; }
 """
 # a failed run (results.shows_failure) ends with its reason in the status line and the player; Gradio's
 # bare "Error" pill on its outputs (results.says_why) would only cover it
@@ -58,7 +60,7 @@ def build_app() -> gr.Blocks:
     with gr.Blocks(title="mudiff-viz: diffusion OCR, step by step", delete_cache=(1800, 3600)) as demo:
         gr.Markdown(INTRO)
         # "wrap": on a phone every tab stays in sight on a second row (the menu hid four behind "...")
-        with gr.Tabs(selected="decode", overflow_behavior="wrap"):
+        with gr.Tabs(selected="decode", overflow_behavior="wrap") as tabs:
             with gr.Tab("Decode", id="decode"):
                 decode = decode_tab.build(default, model_choices)
             with gr.Tab("Compare AR vs diffusion", id="compare"):
@@ -66,16 +68,17 @@ def build_app() -> gr.Blocks:
             with gr.Tab("Semantic Shuffle and probes", id="shuffle"):
                 shuffle = shuffle_tab.build(default, model_choices)
             with gr.Tab("Trace viewer", id="viewer"):
-                viewer_tab.build()
+                viewer = viewer_tab.build()
             with gr.Tab("Corpus", id="corpus") as corpus_tab_item:
                 corpus_tab.build(corpus_tab_item)
             with gr.Tab("How it works", id="how") as how_tab:
-                lessons_tab.build(how_tab)
+                lessons = lessons_tab.build(how_tab)
         # each picker's first preview joins that picker's queue of preview events, so an upload made
         # before it finishes is drawn after it (the bundled sample renders in-process and is cached)
         for picker in (decode.picker, compare["picker"], shuffle["picker"]):
             demo.load(controls.preview_outputs, [picker.file, picker.number], picker.outputs,
                       **controls.preview_event_kwargs(picker))
+        opening.wire(demo, tabs, lessons, viewer)  # ?lesson=masks&frame=12 opens that lesson at that frame
     return demo
 
 

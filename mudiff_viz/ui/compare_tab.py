@@ -13,6 +13,7 @@ from mudiff_viz.core.trace import Trace
 from mudiff_viz.probes.apply import probe_spec
 from mudiff_viz.probes.replay import page_for_trace
 from mudiff_viz.ui import controls, jobs, models, precheck, results
+from mudiff_viz.ui.animation import animation_row
 from mudiff_viz.ui.common import example_traces, user_errors
 from mudiff_viz.ui.pagework import prepare_page
 from mudiff_viz.ui.player import Player
@@ -161,6 +162,7 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
             fig_order = gr.Plot(show_label=False, visible=False)
     files = gr.File(label="Downloads: both traces and an offline replay (HTML)", file_count="multiple", interactive=False,
                     elem_id="compare-downloads", visible=False)
+    animation_row("compare", files)
 
     controls.wire_picker(picker, perturb)
     outputs = results.says_why([status, warning, player, table, diff_note, diff_ar, diff_d, diff_t, fig_fwd, fig_wall,

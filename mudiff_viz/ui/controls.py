@@ -55,7 +55,7 @@ def page_picker(prefix: str, default: str | None, label: str = "Page (PDF, PNG o
             gr.Examples(examples=[[p] for p in sample_paths()], inputs=[file], label="Bundled samples (click one; your settings stay)",
                         example_labels=[os.path.basename(p) for p in sample_paths()], examples_per_page=12)
     with gr.Column(scale=3, min_width=240):
-        preview = gr.Image(label="The page that will be decoded", height=preview_height, interactive=False, buttons=[],
+        preview = gr.Image(label="The page that will be decoded (click a word to occlude it)", height=preview_height, interactive=False, buttons=[],
                            elem_id=f"{prefix}-preview", type="pil")
         info = gr.Markdown(elem_classes="mudiff-note", elem_id=f"{prefix}-page-info")
     return PagePicker(file, number, preview, info, drop)
@@ -188,9 +188,10 @@ def diffusion_knobs(knobs: Knobs, suffix: str = "", names: Sequence[str] | None 
 
 
 # how the app names each decoder (the registry's order: decoding/decoders.py)
-DECODER_LABELS = {"diffusion": "Diffusion", "ar": "Autoregressive (AR)",
-                  "self-speculative": "Self-speculative (drafts and verifies itself)",
-                  "speculative": "Speculative (diffusion drafts, AR verifies)"}
+DECODER_LABELS = {"diffusion": "Diffusion", "ar": "Autoregressive (AR)", "self-speculative": "Self-speculative",
+                  "speculative": "Speculative (AR verifies)"}
+DECODER_INFO = ("Self-speculative: the diffusion model drafts tokens and checks them with its own one-token reads. "
+                "Speculative: the diffusion model drafts, the AR model verifies.")
 
 
 def decoder_choices() -> list[tuple[str, str]]:
@@ -335,6 +336,7 @@ class PerturbPanel:
     jpeg: gr.Slider
     rotate: gr.Slider
     seed: gr.Number
+    panel: gr.Accordion | None = None  # opened when a word on the preview is clicked
 
     @property
     def inputs(self) -> list:
@@ -346,7 +348,7 @@ class PerturbPanel:
 
 
 def perturb_panel(prefix: str, open_: bool = False) -> PerturbPanel:
-    with gr.Accordion("Perturb the page (occlusion, degradation)", open=open_, elem_id=f"{prefix}-perturb"):
+    with gr.Accordion("Perturb the page (occlusion, degradation)", open=open_, elem_id=f"{prefix}-perturb") as panel:
         gr.Markdown(PERTURB_HELP, elem_classes="mudiff-note")
         with gr.Row():
             words = gr.Textbox(value="", label="Occluded words (click them on the preview)", placeholder="e.g. 3, 17, 20",
@@ -363,7 +365,7 @@ def perturb_panel(prefix: str, open_: bool = False) -> PerturbPanel:
             noise = gr.Slider(0, 40, value=0, step=2, label="Noise (grey levels)", elem_id=f"{prefix}-noise")
             jpeg = gr.Slider(0, 95, value=0, step=5, label="JPEG quality (0 = off)", elem_id=f"{prefix}-jpeg")
             rotate = gr.Slider(-5.0, 5.0, value=0.0, step=0.25, label="Rotation (degrees)", elem_id=f"{prefix}-rotate")
-    return PerturbPanel(words, clear, fraction, dpi, blur, noise, jpeg, rotate, seed)
+    return PerturbPanel(words, clear, fraction, dpi, blur, noise, jpeg, rotate, seed, panel)
 
 
 def preview_event_kwargs(picker: PagePicker) -> dict:
@@ -373,9 +375,10 @@ def preview_event_kwargs(picker: PagePicker) -> dict:
             "trigger_mode": "always_last", "show_progress": "hidden", "api_visibility": "private"}
 
 
-def wire_picker(picker: PagePicker, perturb: PerturbPanel | None = None) -> None:
+def wire_picker(picker: PagePicker, perturb: PerturbPanel | None = None, around: Sequence[gr.Accordion] = ()) -> None:
     """Every change of the file, the page number or the chosen words redraws the preview at once;
-    clicking a word on the preview toggles it in the occlusion list; a new file or page clears it."""
+    clicking a word on the preview toggles it in the occlusion list and opens the Perturb panel (and
+    the ``around`` accordions that hold it), so the click is seen; a new file or page clears the list."""
     # Queued one at a time per picker, the last trigger winning: responses then arrive in order, so a
     # slow preview of an older choice (or of a cleared file) never lands on top of a newer one. The page
     # number listens to user input only: the file's own event sets it back to 1 and renders that page,
@@ -398,11 +401,14 @@ def wire_picker(picker: PagePicker, perturb: PerturbPanel | None = None) -> None
         event(preview_outputs, [picker.file, picker.number, *perturb.preview_inputs], picker.outputs, **quiet)
     perturb.clear.click(lambda: "", None, perturb.words, queue=False, show_progress="hidden", api_visibility="private")
 
+    panels = [a for a in (*around, perturb.panel) if a is not None]
+
     def click(file, number, words, evt: gr.SelectData):
         try:
             x, y = evt.index
-            return pagework.toggle_word(file, number, words, float(x), float(y))
+            chosen = pagework.toggle_word(file, number, words, float(x), float(y))
         except Exception:  # a click on a page that failed to load: nothing to pick
-            return gr.skip()
+            return (gr.skip(),) * (1 + len(panels))
+        return (chosen, *(gr.Accordion(open=True) for _ in panels))
 
-    picker.preview.select(click, [picker.file, picker.number, perturb.words], perturb.words, **quiet)
+    picker.preview.select(click, [picker.file, picker.number, perturb.words], [perturb.words, *panels], **quiet)

@@ -10,7 +10,8 @@ import gradio as gr
 
 from mudiff_viz.decoding.settings import DIFFUSION, KNOB
 from mudiff_viz.probes.apply import probe_spec
-from mudiff_viz.ui import controls, jobs, models, precheck, results
+from mudiff_viz.ui import controls, hero, jobs, models, precheck, results, setups
+from mudiff_viz.ui.animation import animation_row
 from mudiff_viz.ui.pagework import prepare_page
 from mudiff_viz.ui.common import user_errors
 from mudiff_viz.ui.player import Player
@@ -94,33 +95,48 @@ def real_models_note(model_choices: list[tuple[str, str]]) -> str:
 
 def build(default: str | None, model_choices: list[tuple[str, str]]) -> DecodeTab:
     knobs = controls.Knobs("decode")
-    # the primary action first: on any screen, Run is on the first screenful (the page and the
-    # settings it runs with come right below)
+    first_model, first_decoder = models.default_choice(model_choices)
+    # the showcase plays what the first Run decodes: only when that model is the one offered first
+    showcase = hero.hero_payload() if (first_model, first_decoder) == (hero.RUN.family, hero.RUN.decoder) else None
+    # the primary action first: on any screen, Run is on the first screenful, the player right beside
+    # the page (on a phone, right under Run), every other knob folded away in Advanced settings
     with gr.Row(equal_height=True, elem_id="decode-toolbar"):
         run = gr.Button("Run decode", variant="primary", elem_id="decode-run", scale=1, min_width=150)
-        decoder = gr.Radio(controls.decoder_choices(), value="diffusion", label="Decoder", elem_id="decode-decoder",
-                           scale=3, min_width=300)
-        model = gr.Dropdown(model_choices, value=model_choices[0][1], label="Model", elem_id="decode-model", scale=3,
+        decoder = gr.Radio(controls.decoder_choices(), value=first_decoder, label="Decoder", elem_id="decode-decoder",
+                           info=controls.DECODER_INFO, scale=5, min_width=300)
+        model = gr.Dropdown(model_choices, value=first_model, label="Model", elem_id="decode-model", scale=3,
                             min_width=260)
+    setup_buttons = setups.setup_row("decode")
     note = missing_note() or real_models_note(model_choices)
     gr.Markdown(note, visible=bool(note), elem_classes="mudiff-note", elem_id="decode-model-note")
-    with gr.Row(equal_height=False):
-        picker = controls.page_picker("decode", default)
-        with gr.Column(scale=5, min_width=320):
-            diffusion_group = controls.every_knob(knobs)
-            perturb = controls.perturb_panel("decode")
-    status = gr.Markdown(elem_id="decode-status")
-    warning = gr.Markdown(visible=False, elem_id="decode-warning", elem_classes="mudiff-warning")
-    player = Player(elem_id="player")
-    downloads = gr.File(label="Downloads: the trace (JSON, replays in the Trace viewer) and an offline replay (HTML, opens in any browser)",
-                        file_count="multiple", interactive=False, elem_id="decode-downloads", visible=False)
+    with gr.Row(equal_height=False, elem_id="decode-main"):
+        with gr.Column(scale=2, min_width=280, elem_id="decode-page-column"):
+            with gr.Row():
+                picker = controls.page_picker("decode", default, preview_height=300)
+        with gr.Column(scale=5, min_width=320, elem_id="decode-player-column"):
+            status = gr.Markdown(hero.hero_line(hero.hero_trace()) if showcase else "", elem_id="decode-status")
+            warning = gr.Markdown(visible=False, elem_id="decode-warning", elem_classes="mudiff-warning")
+            player = Player(value=showcase, elem_id="player")
+            downloads = gr.File(label="Downloads: the trace (JSON, replays in the Trace viewer) and an offline replay "
+                                "(HTML, opens in any browser)", file_count="multiple", interactive=False,
+                                elem_id="decode-downloads", visible=False)
+            animation_row("decode", downloads)
+    with gr.Accordion("Advanced settings: every decoding knob, presets, page perturbations", open=False,
+                      elem_id="decode-advanced") as advanced:
+        diffusion_group = controls.every_knob(knobs)
+        perturb = controls.perturb_panel("decode")
     with gr.Accordion("Whole-run figures", open=True):
         fig_order = gr.Plot(show_label=False, elem_id="decode-fig-order", visible=False)
         with gr.Row():
             fig_conf = gr.Plot(show_label=False, elem_id="decode-fig-conf", visible=False)
             fig_tpf = gr.Plot(show_label=False, elem_id="decode-fig-tpf", visible=False)
+    diffusion_group.visible = first_decoder == DIFFUSION
+    for name in knobs.names():  # offered only where the first decoder reads them (a decoder change redoes this)
+        if KNOB[name].decoders != (DIFFUSION,):
+            knobs[name].visible = first_decoder in KNOB[name].decoders
+    setups.wire(setup_buttons, knobs, decoder)
 
-    controls.wire_picker(picker, perturb)
+    controls.wire_picker(picker, perturb, around=[advanced])
     # the modes and tasks that make sense for the chosen model (the nano pairs: page and text), and why
     offer = [knobs["mode"], knobs["task"]]
     controls.offer_modes(knobs, model.value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from dataclasses import dataclass
 
 import gradio as gr
 
@@ -18,6 +19,7 @@ from mudiff_viz.core.speculation import step_drafts
 from mudiff_viz.core.trace import REJECTED, Trace
 from mudiff_viz.ui import howitworks, jobs, lesson_recordings, models, results
 from mudiff_viz.ui.common import user_errors
+from mudiff_viz.ui.links import with_link
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.capacity import DECODE_SLOTS, LIGHT_SLOTS, LIGHT_WORK
 from mudiff_viz.ui.slot import MODEL_WORK
@@ -147,7 +149,8 @@ def recorded_view(key: str) -> dict:
         out["player"] = results.message("No recording: press Rerun live to decode this lesson here.")
         return out
     image, stream = lesson_image(), uuid.uuid4().hex[:12]
-    out["player"] = panes_payload([pane(t, r, r.family, image, False, stream) for t, r in zip(traces, lesson.runs)])
+    out["player"] = with_link(panes_payload([pane(t, r, r.family, image, False, stream) for t, r in zip(traces, lesson.runs)]),
+                              {"lesson": lesson.key})
     out["status"] = lesson_summary(lesson, traces, [r.family for r in lesson.runs], recorded=True)
     return out
 
@@ -203,7 +206,13 @@ def run_lesson(key: str):
                            "text": lesson_text(lesson, traces)}, names)
 
 
-def build(tab=None) -> None:
+@dataclass
+class LessonsTab:
+    shown: gr.State  # the tab's first view has opened a lesson (a link counts)
+    outputs: list  # SHOWN_OUTPUTS, then the lesson buttons
+
+
+def build(tab=None) -> LessonsTab:
     """The tab: a button per lesson (opens it on its recording), the lesson's text, *Rerun live*,
     the status line and the lessons' own player. ``tab``: the gr.Tab, whose first view opens lesson 1."""
     lessons = howitworks.LESSONS
@@ -234,3 +243,4 @@ def build(tab=None) -> None:
     live.click(run_lesson, [current], results.says_why([text, status, player]), concurrency_id=MODEL_WORK, concurrency_limit=DECODE_SLOTS,
                api_visibility="private", scroll_to_output=True, show_progress="minimal")
     gr.Markdown(howitworks.READING_GUIDE)
+    return LessonsTab(shown, shown_outputs)

@@ -87,3 +87,19 @@ def check(spec: str, decoder: str) -> None:
     for weights in get_decoder(decoder).weights:  # a speculative decoder also runs its family's AR twin
         if family is not None and not registry.twin_installed(family, weights):
             raise ModelLoadError(missing_message(weights, family))
+
+
+# What a visitor's first Run decodes: the subword pair's self-speculative decoder reads (about 1% CER on the
+# held-out pages) and shows drafts accepted and rejected on the page; the character pair fills most blocks in
+# one step, so its default decoder stays plain diffusion (docs/app.md, "The default run").
+FIRST_RUN = (("nano-subword", "self-speculative"),)
+
+
+def default_choice(model_choices: list[tuple[str, str]]) -> tuple[str | None, str]:
+    """(model spec, decoder) the Decode tab starts on: the first of FIRST_RUN that is offered, else the
+    first model with the diffusion decoder."""
+    offered = [spec for _, spec in model_choices]
+    for spec, decoder in FIRST_RUN:
+        if spec in offered:
+            return spec, decoder
+    return (offered[0] if offered else None), "diffusion"

@@ -35,6 +35,7 @@ function mark(v) {  // for tests and automation: how many values arrived, and wh
   mount.dataset.kind = v && v.kind ? v.kind : 'empty';
   mount.dataset.partial = v && v.partial ? '1' : '0';
 }
+if (props.value) mark(parsed(props.value));  // a value that arrived before the mount (a hidden tab opened by a link)
 watch('value', () => {
   const v = parsed(props.value);
   const kept = player.load(v);

@@ -16,6 +16,7 @@ import gradio as gr
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.probes.apply import ProbeSpec
 from mudiff_viz.probes.replay import find_source
+from mudiff_viz.ui.animation import remember_page
 from mudiff_viz.ui.common import one_line, request_dir, safe_stem, write_text, write_trace
 from mudiff_viz.views import figures, tables
 from mudiff_viz.views.diffs import diff_html
@@ -162,6 +163,7 @@ def decode_result(trace: Trace, image_url: str | None, probes: ProbeSpec | None 
     outdir = request_dir()
     stem = safe_stem(trace.page.source)
     trace_path = write_trace(trace, outdir, stem)
+    remember_page(trace_path, image_url)
     html_path = write_text(standalone_html_from_payload(payload, trace_title(trace)), outdir,
                            f"{stem}.{trace.decoder}.replay.html")
     return {
@@ -215,6 +217,8 @@ def compare_result(traces: list[Trace], image_url: str | None, probes: ProbeSpec
     last = traces[-1]
     stem = safe_stem(last.page.source)
     paths = [write_trace(t, outdir, stem) for t in traces]
+    for path in paths:
+        remember_page(path, image_url)
     names = " vs ".join(decoder_label(t.decoder) for t in traces)
     paths.append(write_text(standalone_compare_html(traces, [image_url] * len(traces), f"{last.page.source}: {names}"),
                             outdir, f"{stem}.compare.replay.html"))

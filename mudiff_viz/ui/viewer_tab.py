@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import gradio as gr
 
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.inputs.pages import load_page
 from mudiff_viz.probes.replay import page_for_trace
+from mudiff_viz.ui.animation import animation_row, remember_page
 from mudiff_viz.ui.capacity import LIGHT_SLOTS, LIGHT_WORK
+from mudiff_viz.ui.links import link_name, with_link
 from mudiff_viz.ui.common import PAGE_TYPES, example_traces, file_path, request_dir, user_errors, write_text
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.results import cleared, files, ordered, plot, warning_update
@@ -40,7 +44,8 @@ def trace_outputs(traces: list[Trace], images: list[str | None], paths: list[str
     outdir = request_dir()
     if len(traces) == 1:
         (t,), (img,) = traces, images
-        payload = player_payload(t, image_url=img)
+        remember_page(paths[0], img)
+        payload = with_link(player_payload(t, image_url=img), {"trace": link_name(paths[0])})
         html_path = write_text(standalone_html_from_payload(payload, trace_title(t)), outdir, "replay.html")
         return {
             "status": tables.summary_markdown(t), "warning": warning_update([t]), "player": payload,
@@ -49,7 +54,9 @@ def trace_outputs(traces: list[Trace], images: list[str | None], paths: list[str
             "table": gr.update(visible=False), "fig_wall": gr.update(visible=False),
         }
     (a, ia, pa), (b, ib, pb) = sorted(zip(traces, images, paths), key=lambda x: x[0].decoder != "ar")  # AR first
-    payload = compare_payload([player_payload(a, image_url=ia), player_payload(b, image_url=ib)])
+    remember_page(pa, ia), remember_page(pb, ib)
+    payload = with_link(compare_payload([player_payload(a, image_url=ia), player_payload(b, image_url=ib)]),
+                        {"trace": f"{link_name(pa)},{link_name(pb)}"})
     headers, rows = tables.metrics_table([a, b])
     html_path = write_text(standalone_compare_html([a, b], [ia, ib], "AR vs diffusion"), outdir, "compare.replay.html")
     fig_wall, title = figures.untitled(figures.progress_curves([a, b], "wall"))
@@ -91,7 +98,12 @@ def view_example(kind: str = "diffusion"):
     return ordered(replay(files), OUTPUTS)
 
 
-def build() -> None:
+@dataclass
+class ViewerTab:
+    outputs: list  # in OUTPUTS order
+
+
+def build() -> ViewerTab:
     gr.Markdown("Replay a saved trace with no model loaded: one trace, or two (AR + diffusion of the same page) to "
                 "play them on one clock. Traces made from a bundled sample find their page image automatically.",
                 elem_classes="mudiff-note")
@@ -108,7 +120,8 @@ def build() -> None:
     warning = gr.Markdown(visible=False, elem_classes="mudiff-warning")
     player = Player(elem_id="viewer-player")
     downloads = gr.File(label="Downloads: the trace(s) and an offline replay (HTML)", file_count="multiple",
-                        interactive=False, visible=False)
+                        interactive=False, visible=False, elem_id="viewer-downloads")
+    animation_row("viewer", downloads)
     table = gr.Dataframe(headers=["metric", "AR", "diffusion"], label="Metrics", interactive=False, visible=False, wrap=True)
     fig_wall = gr.Plot(show_label=False, visible=False)
     with gr.Accordion("Whole-run figures", open=True):
@@ -122,3 +135,4 @@ def build() -> None:
     files.upload(view_traces, [files, page], outputs, api_visibility="private", **light)
     ex_d.click(lambda: view_example("diffusion"), None, outputs, api_name="view_example", scroll_to_output=True, **light)
     ex_c.click(lambda: view_example("compare"), None, outputs, api_visibility="private", scroll_to_output=True, **light)
+    return ViewerTab(outputs)

@@ -95,13 +95,23 @@ export class Clock {
         acc += dt * this.speedForward;
         if (acc >= 1) { const n = Math.floor(acc); acc -= n; this.s = Math.min(this.maxFrame(), this.s + n); this.redraw(false); }
       }
-      if (this.atEnd()) { this.pause(); return; }
+      if (this.atEnd()) {
+        const again = this.loop;
+        this.pause();
+        if (again) { // a looping showcase: hold the end, then play again (any control stops it: pause())
+          this.loop = true;
+          this._loopTimer = setTimeout(() => { if (this.loop) { this.seekFrame(0); this.startLoop(); } }, 2500);
+        }
+        return;
+      }
       this._raf = requestAnimationFrame(tick);
     };
     this._raf = requestAnimationFrame(tick);
   }
   pause() {
     this.playing = false;
+    this.loop = false;
+    if (this._loopTimer) { clearTimeout(this._loopTimer); this._loopTimer = null; }
     if (this._raf) cancelAnimationFrame(this._raf);
     this._raf = null;
     if (this.playBtn) this.setPlayButton(false);

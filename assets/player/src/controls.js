@@ -41,6 +41,7 @@ export class Controls {
     this.liveBadge.title = "the decode is still running: new steps are added as they arrive";
     this.liveBadge.hidden = true;
     bar.appendChild(this.liveBadge);
+    if (this.link) bar.appendChild(this.buildLinkButton());
     const row2 = el("div", "mp-controls mp-controls-2");
     const field = (label, input) => {
       const l = el("label", "mp-field");
@@ -86,6 +87,41 @@ export class Controls {
     this.more.open = !(typeof window.matchMedia === "function" && window.matchMedia(PHONE_WIDTH).matches);
     this.root.appendChild(bar);
     this.root.appendChild(this.more);
+  }
+  linkToFrame() {
+    // the page's own address with the view's link parameters and this frame (the app opens it there)
+    const url = new URL(window.location.href);
+    ["lesson", "trace", "frame", "tab"].forEach((k) => url.searchParams.delete(k));
+    Object.entries(this.link).forEach(([k, v]) => url.searchParams.set(k, String(v)));
+    url.searchParams.set("frame", String(this.s));
+    url.hash = "";
+    return url.toString();
+  }
+  buildLinkButton() {
+    const box = el("span", "mp-link");
+    const b = el("button", "mp-btn mp-copy-link", "Copy link to this frame");
+    b.type = "button";
+    b.title = "a link that opens this view at the frame on screen";
+    const shown = el("input", "mp-link-text");
+    shown.readOnly = true;
+    shown.hidden = true;
+    shown.setAttribute("aria-label", "link to this frame");
+    b.addEventListener("click", () => {
+      const link = this.linkToFrame();
+      b.dataset.link = link;
+      shown.value = link;
+      const done = (ok) => {
+        b.textContent = ok ? "Link copied" : "Copy the link:";
+        shown.hidden = ok;
+        if (!ok) { shown.focus(); shown.select(); }
+        setTimeout(() => { b.textContent = "Copy link to this frame"; }, 2500);
+      };
+      if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(link).then(() => done(true), () => done(false));
+      else done(false);
+    });
+    box.appendChild(b);
+    box.appendChild(shown);
+    return box;
   }
   updateColourModes() {
     const modes = [["confidence", "confidence"], ["commit", "commit step"]];

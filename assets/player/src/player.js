@@ -89,6 +89,7 @@ export class Player {
     this.compare = list.length > 1;
     this.models = list.map((p) => new TraceModel(p));
     if (payload.options) Object.assign(this.opts, payload.options);
+    this.link = payload.link && typeof payload.link === "object" ? payload.link : null; // a view the app can reopen
     this.buildControls();
     this.buildLegend();
     const grid = payload.layout === "grid" && list.length > 2;
@@ -110,8 +111,15 @@ export class Player {
     this.bindHover();
     this.setLive(list.some((p) => p.partial));
     this.setClock("forward");
-    // one opening frame for one trace and for a comparison: the finished result (Play restarts from 0)
-    this.seekFrame(this.maxFrame());
+    // one opening frame for one trace and for a comparison: the finished result (Play restarts from 0),
+    // or the frame a link asked for
+    const start = payload.start_frame;
+    this.seekFrame(Number.isInteger(start) ? start : this.maxFrame());
+    // a showcase (the app's first screen): play from the start at once, again and again until touched
+    if (payload.autoplay && !Number.isInteger(start)) {
+      if (this.more) this.more.open = false; // the page and the text first; the legend one click away
+      this.seekFrame(0); this.loop = true; this.startLoop();
+    }
     return false;
   }
   refresh(payload) {
