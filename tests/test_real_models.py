@@ -1033,6 +1033,10 @@ def test_a_config_without_mask_token_id_takes_the_tokenizers_mask(diffusion_dir,
     ("other special", lambda c: c.update(mask_token_id=2), True, r"mask token id 2 is also the id of <\|im_end\|>"),
     ("nowhere", lambda c: c.pop("mask_token_id"), True, r"no mask_token_id and the tokenizer has no <\|MASK\|>"),
     ("not an int", lambda c: c.update(mask_token_id="12"), False, r"mask_token_id must be an integer"),
+    ("ordinary token", lambda c: c.update(mask_token_id=100), True,
+     r"config.json mask_token_id=100 is the ordinary token '.+' and the tokenizer has no <\|MASK\|> token"),
+    ("past the vocabulary", lambda c: c.update(mask_token_id=100_000), True,
+     r"mask_token_id=100000 is no token of the tokenizer"),
     ("image ids disagree", lambda c: c.update(image_token_id=c["image_token_id"] + 1), False,
      r"image_token_id=6 but the tokenizer maps <\|image_pad\|> to 5"),
 ])
@@ -1041,6 +1045,17 @@ def test_mask_and_image_ids_that_disagree_or_collide_are_refused(diffusion_dir, 
     with pytest.raises(ModelLoadError, match=message) as err:
         _load(bad, "diffusion")
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("layers, message", [
+    (3, r"config.json text_config num_hidden_layers=3 but layer_types lists 2 layers"),
+    (0, r"config.json text_config num_hidden_layers must be a positive integer, got 0"),
+])
+def test_a_mineru25_config_with_a_wrong_layer_count_is_refused_in_one_line(ar_dir, tmp_path, layers, message):
+    bad = _edited_copy(ar_dir, tmp_path / "bad", lambda c: c["text_config"].update(num_hidden_layers=layers))
+    with pytest.raises(ModelLoadError, match=message) as err:
+        _load(bad, "ar")
+    assert "\n" not in str(err.value) and "StrictDataclass" not in str(err.value)
 
 
 # ---- the release-settings preset ---------------------------------------------------------------------

@@ -105,6 +105,11 @@ class ChatText:
             raise ModelLoadError(f"config.json mask_token_id must be an integer, got {cfg_id!r}")
         elif tok_id is not None and cfg_id != tok_id:
             raise ModelLoadError(f"config.json mask_token_id={cfg_id} but the tokenizer maps {MASK} to {tok_id}")
+        elif tok_id is None and not self._is_special(cfg_id):
+            shown = self.tok.id_to_token(cfg_id)
+            what = f"the ordinary token {shown!r}" if shown is not None else "no token of the tokenizer"
+            raise ModelLoadError(f"config.json mask_token_id={cfg_id} is {what} and the tokenizer has no {MASK} "
+                                 "token: masks would read as text")
         else:
             mask = cfg_id
         image_cfg = config.get("image_token_id")
@@ -114,6 +119,11 @@ class ChatText:
             if tid == mask:
                 raise ModelLoadError(f"the mask token id {mask} is also the id of {SPECIAL_STRINGS[name]}")
         return mask
+
+    def _is_special(self, token_id: int) -> bool:
+        """Whether ``token_id`` is one of the tokenizer's added special tokens (never text)."""
+        added = self.tok.get_added_tokens_decoder().get(token_id)
+        return added is not None and added.special
 
     @staticmethod
     def _template(model_dir: Path, tok_cfg: dict) -> tuple[str, str]:
