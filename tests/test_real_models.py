@@ -1058,6 +1058,28 @@ def test_a_mineru25_config_with_a_wrong_layer_count_is_refused_in_one_line(ar_di
     assert "\n" not in str(err.value) and "StrictDataclass" not in str(err.value)
 
 
+@pytest.mark.parametrize("exec_mode, device, env, choice", [
+    ("cuda-graphs", "cuda", None, "on"),
+    ("eager", "cuda", "0", "off: MUDIFF_CUDA_GRAPHS=0"),
+    ("eager", "cuda", None, "off: eager"),
+    ("eager", "cpu", None, "off: no CUDA"),
+])
+def test_the_cuda_graphs_choice_names_why(monkeypatch, exec_mode, device, env, choice):
+    from models.mineru_common.device import graphs_choice
+
+    if env is None:
+        monkeypatch.delenv("MUDIFF_CUDA_GRAPHS", raising=False)
+    else:
+        monkeypatch.setenv("MUDIFF_CUDA_GRAPHS", env)
+    assert graphs_choice(exec_mode, torch.device(device)) == choice
+
+
+def test_a_real_model_trace_records_the_cuda_graphs_choice(diffusion_dir, page_png):
+    backend = _load(diffusion_dir, "diffusion")
+    trace = decode_page(load_page(page_png), decoder="diffusion", backend=backend, params=DecodeParams(max_new_tokens=8))
+    assert trace.params["cuda_graphs"] == "off: no CUDA" and trace.model.exec_mode == "eager"
+
+
 # ---- the release-settings preset ---------------------------------------------------------------------
 
 

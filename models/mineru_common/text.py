@@ -74,6 +74,11 @@ class ChatText:
         self._text_cache: dict[int, str] = {}
 
     @property
+    def release_stop_order(self) -> tuple[int, ...]:
+        """The stop tokens in the order the release's generate searches them (<|endoftext|> first)."""
+        return tuple(i for i in (self.ids.endoftext, self.ids.im_end) if i is not None)
+
+    @property
     def stop_ids(self) -> frozenset[int]:
         return frozenset(i for i in (self.ids.endoftext, self.ids.im_end) if i is not None)
 
