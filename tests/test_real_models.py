@@ -1117,6 +1117,38 @@ def test_cli_layout_mode_writes_the_page_document(diffusion_dir, page_png, tmp_p
     assert r.returncode == 2 and "--document needs --mode layout" in r.stderr
 
 
+RULES_ANSWER = (  # a header, a list and its near-identical item, a page number
+    "<|box_start|>105 020 885 050<|box_end|><|ref_start|>header<|ref_end|><|rotate_up|>\n"
+    "<|box_start|>105 210 885 380<|box_end|><|ref_start|>list<|ref_end|><|rotate_up|>\n"
+    "<|box_start|>105 210 885 379<|box_end|><|ref_start|>text<|ref_end|><|rotate_up|>\n"
+    "<|box_start|>450 950 550 980<|box_end|><|ref_start|>page_number<|ref_end|><|rotate_up|>\n"
+)
+
+
+def test_layout_rules_decide_the_blocks_and_the_page_document(tmp_path, page_png):
+    """A checkpoint whose layout answer is scripted, decoded in layout mode under both rule sets: the trace
+    records the rules, and its page document follows them."""
+    from models.mineru_common.content import trace_document
+
+    backend = _load(write_layout_checkpoint(tmp_path / "ckpt", RULES_ANSWER), "diffusion")
+    page = load_page(page_png)
+    knobs = {"block_length": 4, "steps": 4, "max_new_tokens": 4}
+    client = decode_page(page, decoder="diffusion", backend=backend, mode="layout", params=DecodeParams.from_knobs(**knobs))
+    assert client.params["layout_rules"] == "mineru-vl-utils" and check_invariants(client) == []
+    assert [r.kind for r in client.regions] == ["layout", "header", "list", "text", "page_number"]  # the item stays
+    assert client.params["region_tasks"] == ["layout", "text", None, "text", "text"]
+    read = [r.text for r in client.regions[1:] if r.text]
+    assert len(read) == 3 and trace_document(client) == "\n\n".join(read)  # header and page number stay
+    release = decode_page(page, decoder="diffusion", backend=backend, mode="layout",
+                          params=DecodeParams.from_knobs(layout_rules="release", **knobs))
+    kinds = [r.kind for r in release.regions[1:]]
+    assert release.params["layout_rules"] == "release" and check_invariants(release) == []
+    assert len(kinds) % 4 == 0 and kinds[:4] == ["header", "list", "text", "page_number"]  # repeats are kept
+    assert kinds == kinds[:4] * (len(kinds) // 4) and None not in release.params["region_tasks"]  # lists read too
+    body = [r.text.strip() for r in release.regions[1:] if r.kind in ("list", "text") and r.text.strip()]
+    assert body and trace_document(release) == "\n\n".join(body)  # header and page number left out
+
+
 # ---- mode, task and per-task token limits (knobs) ------------------------------------------------------
 
 
