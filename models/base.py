@@ -165,8 +165,8 @@ class LayoutParser(Protocol):
     def layout_region(self, page: Any, wording: str) -> Region:
         """The whole page as the layout pass's region, asked with the given prompt wording."""
 
-    def parse_layout(self, text: str, page: Any) -> list[Region]:
-        """The layout pass's answer -> regions to recognise, in reading order."""
+    def parse_layout(self, text: str, page: Any, rules: str) -> list[Region]:
+        """The layout pass's answer -> regions to recognise, in reading order, under the named rules."""
 
 
 @dataclass

@@ -274,3 +274,30 @@ def test_snapshots_grow_towards_the_final_trace(decoder):
         for r_snap, r_final in zip(snap.regions, final.regions):
             got = [(t.id, t.commit_forward) for t in r_snap.tokens]
             assert got == [(t.id, t.commit_forward) for t in r_final.tokens][: len(got)]
+
+
+def test_the_trace_flags_where_the_release_would_cut_at_a_later_endoftext():
+    """The release searches <|endoftext|> before <|im_end|>: an <|endoftext|> after an earlier <|im_end|> in
+    the last block moves its cut there; ours stays at the first stop token, and the trace names the region."""
+    from mudiff_viz.decoding.sequential import merge_traces
+    from tests.fixed_backend import EOS, FixedBackend, FixedPage
+
+    IM_END = 7
+
+    class TwoStops(FixedBackend):
+        stop_ids = frozenset({EOS, IM_END})
+        release_stop_order = (EOS, IM_END)
+
+    backend = TwoStops(n_rows=3, eos_at={0: 5, 2: 3})
+    backend.base[..., IM_END] -= 40.0  # the letter "h" stands for <|im_end|> here: only where placed
+    for row, pos in ((0, 3), (1, 2)):  # row 0: im_end at 3, endoftext at 5; row 1: im_end only; row 2: endoftext only
+        backend.base[row, pos, IM_END] = backend.base[row, pos].max() + 12.0
+    backend.fav = backend.base.argmax(-1)
+    params = DecodeParams(block_length=8, steps=8, threshold=0.9, max_new_tokens=16)
+    trace = decode_diffusion(backend, FixedPage(), backend.regions(None), params)
+    assert [len(r.tokens) for r in trace.regions] == [4, 3, 4] and all(r.tokens[-1].stop for r in trace.regions)
+    assert trace.params["release_stop_cut"] == [0]
+    merged = merge_traces([trace, trace], order=[3, 4, 5, 0, 1, 2])
+    assert merged.params["release_stop_cut"] == [0, 3]
+    plain = decode_diffusion(FixedBackend(n_rows=1, eos_at={0: 3}), FixedPage(), FixedBackend(n_rows=1).regions(None), params)
+    assert "release_stop_cut" not in plain.params

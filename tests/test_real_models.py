@@ -1033,6 +1033,10 @@ def test_a_config_without_mask_token_id_takes_the_tokenizers_mask(diffusion_dir,
     ("other special", lambda c: c.update(mask_token_id=2), True, r"mask token id 2 is also the id of <\|im_end\|>"),
     ("nowhere", lambda c: c.pop("mask_token_id"), True, r"no mask_token_id and the tokenizer has no <\|MASK\|>"),
     ("not an int", lambda c: c.update(mask_token_id="12"), False, r"mask_token_id must be an integer"),
+    ("ordinary token", lambda c: c.update(mask_token_id=100), True,
+     r"config.json mask_token_id=100 is the ordinary token '.+' and the tokenizer has no <\|MASK\|> token"),
+    ("past the vocabulary", lambda c: c.update(mask_token_id=100_000), True,
+     r"mask_token_id=100000 is no token of the tokenizer"),
     ("image ids disagree", lambda c: c.update(image_token_id=c["image_token_id"] + 1), False,
      r"image_token_id=6 but the tokenizer maps <\|image_pad\|> to 5"),
 ])
@@ -1041,6 +1045,39 @@ def test_mask_and_image_ids_that_disagree_or_collide_are_refused(diffusion_dir, 
     with pytest.raises(ModelLoadError, match=message) as err:
         _load(bad, "diffusion")
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("layers, message", [
+    (3, r"config.json text_config num_hidden_layers=3 but layer_types lists 2 layers"),
+    (0, r"config.json text_config num_hidden_layers must be a positive integer, got 0"),
+])
+def test_a_mineru25_config_with_a_wrong_layer_count_is_refused_in_one_line(ar_dir, tmp_path, layers, message):
+    bad = _edited_copy(ar_dir, tmp_path / "bad", lambda c: c["text_config"].update(num_hidden_layers=layers))
+    with pytest.raises(ModelLoadError, match=message) as err:
+        _load(bad, "ar")
+    assert "\n" not in str(err.value) and "StrictDataclass" not in str(err.value)
+
+
+@pytest.mark.parametrize("exec_mode, device, env, choice", [
+    ("cuda-graphs", "cuda", None, "on"),
+    ("eager", "cuda", "0", "off: MUDIFF_CUDA_GRAPHS=0"),
+    ("eager", "cuda", None, "off: eager"),
+    ("eager", "cpu", None, "off: no CUDA"),
+])
+def test_the_cuda_graphs_choice_names_why(monkeypatch, exec_mode, device, env, choice):
+    from models.mineru_common.device import graphs_choice
+
+    if env is None:
+        monkeypatch.delenv("MUDIFF_CUDA_GRAPHS", raising=False)
+    else:
+        monkeypatch.setenv("MUDIFF_CUDA_GRAPHS", env)
+    assert graphs_choice(exec_mode, torch.device(device)) == choice
+
+
+def test_a_real_model_trace_records_the_cuda_graphs_choice(diffusion_dir, page_png):
+    backend = _load(diffusion_dir, "diffusion")
+    trace = decode_page(load_page(page_png), decoder="diffusion", backend=backend, params=DecodeParams(max_new_tokens=8))
+    assert trace.params["cuda_graphs"] == "off: no CUDA" and trace.model.exec_mode == "eager"
 
 
 # ---- the release-settings preset ---------------------------------------------------------------------
@@ -1078,6 +1115,38 @@ def test_cli_layout_mode_writes_the_page_document(diffusion_dir, page_png, tmp_p
     r = _cli("decode", str(page_png), "--model", str(diffusion_dir), "--max-new-tokens", "8",
              "--out", str(tmp_path / "u.json"), "--document", str(doc))
     assert r.returncode == 2 and "--document needs --mode layout" in r.stderr
+
+
+RULES_ANSWER = (  # a header, a list and its near-identical item, a page number
+    "<|box_start|>105 020 885 050<|box_end|><|ref_start|>header<|ref_end|><|rotate_up|>\n"
+    "<|box_start|>105 210 885 380<|box_end|><|ref_start|>list<|ref_end|><|rotate_up|>\n"
+    "<|box_start|>105 210 885 379<|box_end|><|ref_start|>text<|ref_end|><|rotate_up|>\n"
+    "<|box_start|>450 950 550 980<|box_end|><|ref_start|>page_number<|ref_end|><|rotate_up|>\n"
+)
+
+
+def test_layout_rules_decide_the_blocks_and_the_page_document(tmp_path, page_png):
+    """A checkpoint whose layout answer is scripted, decoded in layout mode under both rule sets: the trace
+    records the rules, and its page document follows them."""
+    from models.mineru_common.content import trace_document
+
+    backend = _load(write_layout_checkpoint(tmp_path / "ckpt", RULES_ANSWER), "diffusion")
+    page = load_page(page_png)
+    knobs = {"block_length": 4, "steps": 4, "max_new_tokens": 4}
+    client = decode_page(page, decoder="diffusion", backend=backend, mode="layout", params=DecodeParams.from_knobs(**knobs))
+    assert client.params["layout_rules"] == "mineru-vl-utils" and check_invariants(client) == []
+    assert [r.kind for r in client.regions] == ["layout", "header", "list", "text", "page_number"]  # the item stays
+    assert client.params["region_tasks"] == ["layout", "text", None, "text", "text"]
+    read = [r.text for r in client.regions[1:] if r.text]
+    assert len(read) == 3 and trace_document(client) == "\n\n".join(read)  # header and page number stay
+    release = decode_page(page, decoder="diffusion", backend=backend, mode="layout",
+                          params=DecodeParams.from_knobs(layout_rules="release", **knobs))
+    kinds = [r.kind for r in release.regions[1:]]
+    assert release.params["layout_rules"] == "release" and check_invariants(release) == []
+    assert len(kinds) % 4 == 0 and kinds[:4] == ["header", "list", "text", "page_number"]  # repeats are kept
+    assert kinds == kinds[:4] * (len(kinds) // 4) and None not in release.params["region_tasks"]  # lists read too
+    body = [r.text.strip() for r in release.regions[1:] if r.kind in ("list", "text") and r.text.strip()]
+    assert body and trace_document(release) == "\n\n".join(body)  # header and page number left out
 
 
 # ---- mode, task and per-task token limits (knobs) ------------------------------------------------------

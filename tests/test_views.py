@@ -265,3 +265,16 @@ def test_decode_warnings_say_why_a_result_is_suspect(diffusion):
     assert ("replace", "dog", "cat") in runs and runs[-1] == ("insert", " down", "")
     html = diff_html("a <b>x</b> c", "a y c")
     assert "<del>y</del><ins>&lt;b&gt;x&lt;/b&gt;</ins>" in html and "<b>x" not in html
+
+
+def test_summary_states_the_cuda_graphs_choice_on_a_gpu_only(diffusion):
+    from mudiff_viz.cli.common import summary_line
+
+    assert diffusion.params["cuda_graphs"] == "off: no CUDA"
+    assert "CUDA graphs" not in tables.summary_markdown(diffusion) and "cuda-graphs" not in summary_line(diffusion)
+    for choice in ("on", "off: MUDIFF_CUDA_GRAPHS=0"):
+        gpu = dataclasses.replace(diffusion, params={**diffusion.params, "cuda_graphs": choice})
+        assert f"CUDA graphs {tables.md_text(choice)}" in tables.summary_markdown(gpu)
+        assert f"cuda-graphs={choice}" in summary_line(gpu)
+    old = dataclasses.replace(diffusion, params={k: v for k, v in diffusion.params.items() if k != "cuda_graphs"})
+    assert "CUDA graphs" not in tables.summary_markdown(old)  # a trace from before the key: nothing shown

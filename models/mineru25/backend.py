@@ -100,6 +100,7 @@ class MinerU25Backend(MinerUBackend):
             int(vision_cfg.get("spatial_merge_size", 2)),
         )
         weight_files(model_dir)  # safetensors present (pickles are refused) before transformers looks
+        check_layer_count(config)
         self.model = _load(model_dir, config, dtype).to(self.device).eval()
         self.spec = spec or str(model_dir)
         self.name = "mineru2.5"
@@ -251,6 +252,17 @@ class MinerU25Backend(MinerUBackend):
 def _tied(config: dict) -> bool:
     text = config.get("text_config") or {}
     return bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
+
+
+def check_layer_count(config: dict) -> None:
+    """A layer count that disagrees with the config's list of layer types, in one line (transformers
+    would raise a StrictDataclassClassValidationError that names neither)."""
+    for where, cfg in (("config.json", config), ("config.json text_config", config.get("text_config") or {})):
+        layers, types = cfg.get("num_hidden_layers"), cfg.get("layer_types")
+        if isinstance(layers, bool) or (layers is not None and (not isinstance(layers, int) or layers < 1)):
+            raise ModelLoadError(f"{where} num_hidden_layers must be a positive integer, got {layers!r}")
+        if layers is not None and isinstance(types, list) and len(types) != layers:
+            raise ModelLoadError(f"{where} num_hidden_layers={layers} but layer_types lists {len(types)} layers")
 
 
 def _load(model_dir: Path, config: dict, dtype: torch.dtype):

@@ -4,7 +4,7 @@ text-recognition region, and the two-stage parse's layout prompt and answer form
 from __future__ import annotations
 
 from models.base import Backend, fingerprint
-from models.mineru_common.layout import parse_layout
+from models.mineru_common.layout import DEFAULT_LAYOUT_RULES, parse_layout
 from models.mineru_common.tasks import layout_region, page_region, task_of, task_region
 from models.mineru_common.text import ChatText
 from mudiff_viz.core.types import Region, joined_chars
@@ -45,5 +45,5 @@ class MinerUBackend(Backend):
     def layout_region(self, page, wording: str) -> Region:
         return layout_region(page.width, page.height, wording)
 
-    def parse_layout(self, text: str, page) -> list[Region]:
-        return parse_layout(text, page.width, page.height)
+    def parse_layout(self, text: str, page, rules: str = DEFAULT_LAYOUT_RULES) -> list[Region]:
+        return parse_layout(text, page.width, page.height, rules)

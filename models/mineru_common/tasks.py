@@ -2,7 +2,7 @@
 
 Prompts follow the public release (docs/real-models.md#prompts): the user text after the image. The
 layout pass sees the whole page resized to a fixed square; recognition sees a crop of one block.
-Layout types that are not text (pictures) or that only group other blocks are not recognised.
+Which layout types are read, and with which prompt, is the layout parse's (layout.py).
 """
 
 from __future__ import annotations
@@ -21,21 +21,6 @@ LAYOUT_PROMPTS = {"detection": "\nLayout Detection:", "analysis": "\nLayout Anal
 DEFAULT_LAYOUT_PROMPT = "detection"
 LAYOUT_PROMPT = LAYOUT_PROMPTS[DEFAULT_LAYOUT_PROMPT]
 LAYOUT_IMAGE_SIZE = (1036, 1036)  # 37 x 37 merged patches = 1369 image tokens
-
-PROMPTS_BY_KIND = {
-    "table": TABLE_PROMPT,
-    "equation": FORMULA_PROMPT,
-    "formula": FORMULA_PROMPT,
-    "layout": LAYOUT_PROMPT,
-}
-NOT_RECOGNISED = frozenset({"image", "image_block", "chart", "list", "equation_block", "table_block"})
-
-
-def prompt_for(kind: str) -> str | None:
-    """The recognition prompt for a layout type; None for types that are not recognised."""
-    if kind in NOT_RECOGNISED:
-        return None
-    return PROMPTS_BY_KIND.get(kind, TEXT_PROMPT)
 
 
 def page_region(width: float, height: float, gt_text: str | None = None) -> Region:

@@ -74,6 +74,11 @@ class ChatText:
         self._text_cache: dict[int, str] = {}
 
     @property
+    def release_stop_order(self) -> tuple[int, ...]:
+        """The stop tokens in the order the release's generate searches them (<|endoftext|> first)."""
+        return tuple(i for i in (self.ids.endoftext, self.ids.im_end) if i is not None)
+
+    @property
     def stop_ids(self) -> frozenset[int]:
         return frozenset(i for i in (self.ids.endoftext, self.ids.im_end) if i is not None)
 
@@ -105,6 +110,11 @@ class ChatText:
             raise ModelLoadError(f"config.json mask_token_id must be an integer, got {cfg_id!r}")
         elif tok_id is not None and cfg_id != tok_id:
             raise ModelLoadError(f"config.json mask_token_id={cfg_id} but the tokenizer maps {MASK} to {tok_id}")
+        elif tok_id is None and not self._is_special(cfg_id):
+            shown = self.tok.id_to_token(cfg_id)
+            what = f"the ordinary token {shown!r}" if shown is not None else "no token of the tokenizer"
+            raise ModelLoadError(f"config.json mask_token_id={cfg_id} is {what} and the tokenizer has no {MASK} "
+                                 "token: masks would read as text")
         else:
             mask = cfg_id
         image_cfg = config.get("image_token_id")
@@ -114,6 +124,11 @@ class ChatText:
             if tid == mask:
                 raise ModelLoadError(f"the mask token id {mask} is also the id of {SPECIAL_STRINGS[name]}")
         return mask
+
+    def _is_special(self, token_id: int) -> bool:
+        """Whether ``token_id`` is one of the tokenizer's added special tokens (never text)."""
+        added = self.tok.get_added_tokens_decoder().get(token_id)
+        return added is not None and added.special
 
     @staticmethod
     def _template(model_dir: Path, tok_cfg: dict) -> tuple[str, str]:

@@ -106,6 +106,8 @@ class MinerUDiffusionBackend(MinerUBackend):
         self.params_m = count_params_m(model)
         self.mask_id = self.cfg.mask_token_id
         self.stop_ids = text.stop_ids if stop_ids is None else stop_ids
+        # the release's generate finds its stop strings in this order (the trace flags where that moves the cut)
+        self.release_stop_order = text.release_stop_order if stop_ids is None else ()
         # block forwards as CUDA graphs on a GPU (MUDIFF_CUDA_GRAPHS=0: eager); None = plain eager path
         if exec_mode is None:
             exec_mode = "cuda-graphs" if graphs_wanted(device) else "eager"

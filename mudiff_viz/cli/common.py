@@ -11,6 +11,7 @@ import sys
 
 from mudiff_viz.core.limits import Limits, current
 from mudiff_viz.decoding.settings import KNOBS, PRESETS, preset_knobs
+from mudiff_viz.views.tables import graphs_stated
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_MODEL = 0, 1, 2, 3
 
@@ -64,6 +65,8 @@ def summary_line(trace) -> str:
         f"tokens/forward={m.tokens_per_forward}",
         f"wall={m.wall_s}s (prefill {m.prefill_s}s)",
     ]
+    if graphs_stated(trace):
+        parts.append(f"cuda-graphs={trace.params['cuda_graphs']}")
     if trace.page.skew is not None:
         parts.append(f"skew={trace.page.skew.angle:+.1f}deg")
     if m.cer is not None:

@@ -46,7 +46,7 @@ def register(sub) -> None:
     d.add_argument("--quiet", action="store_true", help="print only the summary line")
     d.add_argument("--out", required=True, help="trace JSON to write")
     d.add_argument("--document", metavar="PATH", help="--mode layout: also write the page as one document (tables as "
-                   "HTML, equations in \\[ \\], continued blocks joined; docs/real-models.md#the-layout-parse)")
+                   "HTML, equations in \\[ \\], by the layout rules; docs/real-models.md#the-page-document)")
     d.set_defaults(func=cmd_decode)
 
     v = sub.add_parser("view", help="validate a trace and print its summary")

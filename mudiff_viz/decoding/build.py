@@ -84,8 +84,12 @@ def build_trace(run, ctx) -> Trace:
     backend, clock = run.backend, run.clock
     wall = clock.now()
     records: list[RegionRecord] = []
+    release_order = getattr(backend, "release_stop_order", ())
+    moved = []  # regions whose release cut would lie elsewhere (docs/real-models.md#the-decoding-loop)
     for ri, (region, full) in enumerate(zip(run.regions, run.states)):
         state = full.cut_at_stop(run.stop_set)
+        if full.release_cut_moves(len(state.ids), release_order):
+            moved.append(ri)
         texts = backend.token_texts(state.ids)
         tokens = []
         for text, tok_id, forward, conf in zip(texts, state.ids, state.commit_forward, state.confidence):
@@ -111,8 +115,9 @@ def build_trace(run, ctx) -> Trace:
     text, gt_text = joined_text(records)
     metrics = run_metrics(records, run.seq_forwards, run.commit_passes, run.batched_forwards, wall, clock.prefill_s,
                           text, gt_text, run.truncated, speculation=run.speculation, recording_s=recording_s)
+    params = {**run.trace_params(), **({"release_stop_cut": moved} if moved else {})}
     return Trace(
-        decoder=run.decoder, model=model_record(backend), params=run.trace_params(), page=page_record(run.page, run.regions),
+        decoder=run.decoder, model=model_record(backend), params=params, page=page_record(run.page, run.regions),
         text=text, metrics=metrics, regions=records, steps=run.steps, gt_text=gt_text, vocab=vocab,
         verifier=model_record(run.verifier) if run.verifier is not None else None,
     )

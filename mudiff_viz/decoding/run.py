@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from models.mineru_common.device import graphs_choice
 from mudiff_viz.core.trace import StepRecord, Trace
 from mudiff_viz.core.types import Region
 from mudiff_viz.decoding.build import SPECULATION, build_trace
@@ -60,6 +61,16 @@ class RegionState:
         self.ids.extend(ids)
         self.commit_forward.extend(forwards)
         self.confidence.extend(confidences)
+
+    def release_cut_moves(self, kept: int, order: tuple[int, ...]) -> bool:
+        """Whether the release's generate would keep other tokens than ours beyond the stop token itself:
+        it searches its stop tokens in ``order`` (<|endoftext|> first) and cuts before the first hit of
+        the first one found, so an <|endoftext|> after an earlier <|im_end|> in the last block moves
+        its cut past ours (``kept``: our count, up to and including the first stop token)."""
+        for stop in order:
+            if stop in self.ids:
+                return self.ids.index(stop) >= kept
+        return False
 
     def cut_at_stop(self, stop_ids: frozenset[int]) -> "RegionState":
         """The tokens up to and including the first stop token (the rest is block filler)."""
@@ -165,7 +176,8 @@ class DecodeRun:
         return trace
 
     def trace_params(self) -> dict:
-        return {**self.params.for_trace(self.decoder, self.backend), "n_regions": len(self.regions), **self.extra_params}
+        return {**self.params.for_trace(self.decoder, self.backend), "n_regions": len(self.regions),
+                "cuda_graphs": graphs_choice(self.backend.exec_mode, self.backend.device), **self.extra_params}
 
     def finish(self) -> Trace:
         trace = self.snapshot()

@@ -88,11 +88,13 @@ def merge_traces(
     clock_off, time_off = 0, 0.0
     occluded = list(first.page.occluded)  # each part located the words of its own region (index 0)
     reasons = [truncated] if truncated else []
+    moved: list[int] = []  # regions whose release stop cut lies elsewhere (decoding/build.py)
     for part in parts:
         if isinstance(part, RegionRecord):
             regions.append(part)
             continue
         region_off = len(regions)
+        moved += [ri + region_off for ri in part.params.get("release_stop_cut", ())]
         for k, occ in enumerate(part.page.occluded[: len(occluded)]):
             if occ.region is not None:
                 occluded[k] = replace(occ, region=occ.region + region_off)
@@ -119,6 +121,7 @@ def merge_traces(
         regions = [regions[i] for i in order]
         steps = [replace(s, region=new_of[s.region]) for s in steps]
         occluded = [o if o.region is None else replace(o, region=new_of[o.region]) for o in occluded]
+        moved = sorted(new_of[ri] for ri in moved)
     text, gt_text = joined_text(regions)
     metrics = run_metrics(
         regions, int(sums["nfe"] - sums["commit_passes"]), int(sums["commit_passes"]), int(sums["batched_forwards"]),
@@ -127,6 +130,9 @@ def merge_traces(
         recording_s=sum(t.metrics.recording_s for t in traces) if all("recording_s" in t.metrics for t in traces) else None,
     )
     params = {**first.params, "n_regions": len(regions), **(extra_params or {})}
+    params.pop("release_stop_cut", None)
+    if moved:
+        params["release_stop_cut"] = moved
     applied = [t.params["repetition_applied"] for t in traces if "repetition_applied" in t.params]
     if applied:  # the AR repetition rules of every task the parts decoded (decoding/repetition.py)
         params["repetition_applied"] = {"rules": applied[0]["rules"],

@@ -12,6 +12,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable
 
+from models.mineru_common.layout import LAYOUT_RULES
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.decoding.repetition import RULE_SETS
 from mudiff_viz.decoding.strategies import strategy_names
@@ -94,6 +95,10 @@ KNOBS: list[Knob] = [
     Knob("task_limits", "release", str, "Tokens per task", "layout mode: max tokens caps every pass; release = each task "
          "also within the release's own limit (layout and tables 2048, text and formulas 1024: the release preset's "
          "4096 gives exactly those); uniform = max tokens for every pass", choices=lambda: TASK_LIMITS, advanced=True),
+    Knob("layout_rules", "mineru-vl-utils", str, "Layout rules", "layout mode: how the layout answer becomes blocks "
+         "and the page document; mineru-vl-utils = MinerU2.5's client 2.0.7; release = MinerU-Diffusion's end-to-end "
+         "script (no duplicate or nesting rules, paratext left out of the document)", choices=lambda: LAYOUT_RULES,
+         advanced=True),
     Knob("repetition", "auto", str, "Repetition rules",
          "AR: n-gram blocking and penalties; auto = the model's own client settings (MinerU2.5: "
          "client-hf, no_repeat_ngram_size 100), off, client-hf, client-vllm (plus its presence and "

@@ -38,18 +38,23 @@ class Added:
 
 
 # In the order a trace records them, after the knobs and ``record`` (DecodeParams.for_trace) and
-# DecodeParams.extra: decoding/run.py (n_regions), decoding/diffusion.py (prefill_block, loop),
+# DecodeParams.extra: decoding/run.py (n_regions, cuda_graphs), decoding/diffusion.py (prefill_block, loop),
 # decoding/speculative.py (prefill_block), decoding/autoregressive.py (repetition_applied),
 # decoding/two_stage.py (mode, layout_prompt, layout_blocks, batched_blocks). tests/test_trace_doc.py checks that a
 # decode records no key missing here.
 PARAMS_ADDED: dict[str, Added] = {
     "n_regions": Added("int", "regions in the trace (layout pass and undecoded regions included)"),
+    "cuda_graphs": Added("str", '"on" | "off: MUDIFF_CUDA_GRAPHS=0" | "off: no CUDA" | "off: eager": whether the '
+                         "forwards replayed as CUDA graphs (the release runs eagerly)"),
     "prefill_block": Added("int | null", "the prompt's prefill block (MinerU-Diffusion: the block length; "
                            "self-speculative: 1)", (DIFFUSION, *SPECULATIVE)),
     "loop": Added("str", '"eager" | "fused" (same tokens and clock; decoding/diffusion.py)', (DIFFUSION,)),
     "repetition_applied": Added("object", 'the repetition rules in force: {"rules": set name, "by_task": {task: '
                                 '{no_repeat_ngram_size, repetition_penalty, presence_penalty, frequency_penalty}}} '
                                 '(decoding/repetition.py)', (AR,)),
+    "release_stop_cut": Added("list[int]", "regions where the release would cut elsewhere than before our stop token: "
+                              "an <|endoftext|> after an earlier <|im_end|> (it cuts before the <|endoftext|>)",
+                              when_set=True),
     "layout_prompt": Added("str", "the layout pass's wording", when_set=True),
     "layout_blocks": Added("int", "blocks the layout pass found", when_set=True),
     "task_tokens": Added("object", "layout mode: the token limit of each task's passes ({task: tokens})", when_set=True),

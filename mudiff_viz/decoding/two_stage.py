@@ -34,7 +34,7 @@ def decode_two_stage(
 
     layout_trace = decode(backend, page, [backend.layout_region(page, layout_prompt)], pass_params(params, "layout"),
                           None)
-    blocks = backend.parse_layout(layout_trace.regions[0].text, page)
+    blocks = backend.parse_layout(layout_trace.regions[0].text, page, params.layout_rules)
     region_tasks = ["layout"] + [None if b.meta.get("skip") else task_of(b) for b in blocks]
     tasks = [t for t in region_tasks if t is not None]
     extra = {"mode": "layout", "layout_prompt": layout_prompt, "layout_blocks": len(blocks),

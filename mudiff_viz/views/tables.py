@@ -135,6 +135,8 @@ def summary_markdown(trace: Trace) -> str:
         counted(len(trace.regions), "region"), counted(m.tokens, "token"), forwards_text(trace),
         f"wall {m.wall_s:.2f} s (prefill {m.prefill_s:.2f} s)",
     ]
+    if graphs_stated(trace):
+        parts.append(f"CUDA graphs {md_text(trace.params['cuda_graphs'])}")
     if skew_text(trace):
         parts.append(skew_text(trace))
     if m.cer is not None:
@@ -142,3 +144,9 @@ def summary_markdown(trace: Trace) -> str:
     if m.truncated:
         parts.append(f"⚠ truncated: {md_text(m.truncated)}")
     return " · ".join(parts)
+
+
+def graphs_stated(trace: Trace) -> bool:
+    """Whether the summary names the CUDA-graphs choice: on a GPU only (timings against the
+    release's eager runs depend on it), and only when the trace recorded it."""
+    return isinstance(trace.params.get("cuda_graphs"), str) and trace.params["cuda_graphs"] != "off: no CUDA"
