@@ -49,7 +49,7 @@ CSS = """
 }
 #decode-setups { align-items: center; gap: 8px; }
 /* a folded group of knobs reads as one clickable line: its name on the left, the arrow on the right */
-.mudiff-more-knobs > .label-wrap { justify-content: space-between !important; text-align: left !important; font-weight: 600; }
+.mudiff-more-knobs > .label-wrap, #decode-advanced > .label-wrap { justify-content: space-between !important; text-align: left !important; font-weight: 600; }
 #decode-setups > .prose, #decode-setups .mudiff-note { flex: 0 0 auto !important; }
 """
 # a failed run (results.shows_failure) ends with its reason in the status line and the player; Gradio's
