@@ -36,7 +36,8 @@ def box_centre(anim: Animator, trace: Trace) -> tuple[int, int]:
     """A committed token's box centre in frame pixels (the first token that has a box)."""
     box = next(t.box for r in trace.regions for t in r.tokens if t.box is not None and not t.stop)
     x0, y0, _, _ = anim.page_box
-    return (round(x0 + (box[0] + box[2]) / 2 * anim.scale), round(y0 + (box[1] + box[3]) / 2 * anim.scale))
+    bx0, by0, bx1, by1 = anim.to_panel(box)
+    return (round(x0 + (bx0 + bx1) / 2), round(y0 + (by0 + by1) / 2))
 
 
 def tinted(pixel, colour) -> bool:
@@ -69,8 +70,8 @@ def test_frame_shows_this_forwards_commits_in_vermillion():
     first = next(t for r in trace.regions for t in r.tokens if t.box is not None and not t.stop)
     frame = anim.frame(first.commit_forward)
     x0, y0, _, _ = anim.page_box
-    box = first.box
-    x, y = round(x0 + (box[0] + box[2]) / 2 * anim.scale), round(y0 + (box[1] + box[3]) / 2 * anim.scale)
+    bx0, by0, bx1, by1 = anim.to_panel(first.box)
+    x, y = round(x0 + (bx0 + bx1) / 2), round(y0 + (by0 + by1) / 2)
     assert tinted(frame.getpixel((x, y)), NOW)
     assert "self-speculative" in anim.caption(first.commit_forward)
     assert f"forward {first.commit_forward + 1}/{trace.clock_length}" in anim.caption(first.commit_forward)
@@ -138,3 +139,13 @@ def test_blank_page_without_an_image():
 def test_options_are_checked():
     with pytest.raises(UserInputError, match="clock"):
         AnimationOptions(clock="sundial").check()
+
+
+def test_view_reads_gzipped_recordings_within_the_size_limit(tmp_path):
+    r = cli("view", str(SELF_SPEC))
+    assert r.returncode == 0 and "self-speculative" in r.stdout, r.stderr
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * (65 * 2**20)))  # 65 MiB of spaces in a ~65 KB file
+    r = cli("view", str(bomb))
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [f"error: trace unpacks to more than {64 * 2**20} bytes (the trace size limit)"]

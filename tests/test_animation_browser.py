@@ -53,3 +53,15 @@ def test_animation_before_any_result_is_one_line(page):
     toast = page.locator(".toast-body").first
     toast.wait_for(timeout=30_000)
     assert "nothing to animate yet" in toast.inner_text()
+
+
+def test_a_lesson_downloads_as_gifs_of_its_recorded_runs(page):
+    page.get_by_role("tab", name="How it works").click()
+    wait_for_result(page, "#lesson-player", timeout=60_000)
+    page.click("#lesson-blocks")  # two panes: block 32 and block 8
+    page.wait_for_function("() => document.querySelector('#lesson-text').innerText.includes('Blocks')", timeout=30_000)
+    page.click("#lesson-gif")
+    page.wait_for_function("() => [...document.querySelectorAll('#lesson-animation a')]"
+                           ".filter(a => a.href.includes('.gif')).length >= 2", timeout=120_000)
+    hrefs = page.eval_on_selector_all("#lesson-animation a", "as => as.map(a => a.href)")
+    assert sum("lesson-blocks" in h for h in hrefs) == 2, hrefs

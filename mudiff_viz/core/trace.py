@@ -215,6 +215,22 @@ class Metrics(Mapping):
         return {k: self[k] for k in self}
 
 
+def gunzip_bounded(data: bytes, limit: int) -> bytes:
+    """A gzipped trace unpacked, refused past ``limit`` bytes (a small file must not unpack to gigabytes)."""
+    import gzip
+    import io
+    import zlib
+
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
+            out = f.read(limit + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise UserInputError(f"trace is gzipped but cannot be unpacked: {exc}") from None
+    if len(out) > limit:
+        raise UserInputError(f"trace unpacks to more than {limit} bytes (the trace size limit)")
+    return out
+
+
 # Filled by mudiff_viz/__init__.py (runs before any module of the package): the notebook layer's
 # frame builders and player, so core imports nothing above it.
 NOTEBOOK_HOOKS: dict[str, Any] = {}
@@ -320,7 +336,10 @@ class Trace:
         size = path.stat().st_size
         if size > limits.max_trace_bytes:
             raise UserInputError(f"trace file too large: {size} bytes (limit {limits.max_trace_bytes})")
-        return Trace.loads(path.read_bytes(), limits)
+        data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":  # gzipped (the lessons' recordings): unpacked within the same size limit
+            data = gunzip_bounded(data, limits.max_trace_bytes)
+        return Trace.loads(data, limits)
 
     @staticmethod
     def loads(data: str | bytes, limits: Limits | None = None) -> "Trace":

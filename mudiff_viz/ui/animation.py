@@ -55,28 +55,35 @@ def page_image(trace: Trace, trace_path: str | Path) -> Image.Image | None:
     return page_for_trace(trace.page)
 
 
-def animate(downloads, fmt: str = "GIF", width: int = 960) -> list[str]:
-    """Each trace among a player's downloads as an animation file; returns the paths written."""
+def downloaded_traces(downloads) -> list[tuple[str, Trace, Image.Image | None]]:
+    """(name, trace, page image) of each trace among a player's downloads."""
+    paths = [file_path(f) for f in (downloads or [])]
+    out = []
+    for p in (p for p in paths if p and p.endswith(".json")):
+        trace = Trace.load(p)
+        out.append((Path(p).name.removesuffix(".json").removesuffix(".trace"), trace, page_image(trace, p)))
+    return out
+
+
+def animate(traces: list[tuple[str, Trace, Image.Image | None]], fmt: str = "GIF", width: int = 960) -> list[str]:
+    """Each (name, trace, page image) as an animation file; returns the paths written."""
     if fmt not in FORMATS:
         raise UserInputError(f"animation format must be GIF or MP4, got {str(fmt)[:20]!r}")
-    paths = [file_path(f) for f in (downloads or [])]
-    traces = [p for p in paths if p and p.endswith(".json")]
     if not traces:
         raise UserInputError("nothing to animate yet: run a decode or load a trace first")
     suffix, save = FORMATS[fmt]
     outdir = request_dir()
     written = []
-    for p in traces:
-        trace = Trace.load(p)
-        name = safe_stem(Path(p).name.removesuffix(".json").removesuffix(".trace"))
-        target = outdir / f"{name}{suffix}"
-        save(trace, target, page_image(trace, p), AnimationOptions(width=int(width)))
+    for name, trace, image in traces:
+        target = outdir / f"{safe_stem(name)}{suffix}"
+        save(trace, target, image, AnimationOptions(width=int(width)))
         written.append(str(target))
     return written
 
 
-def animation_row(prefix: str, downloads: gr.File) -> gr.File:
-    """Buttons that turn the player's traces into a GIF or an MP4, and the file they make."""
+def animation_row(prefix: str, source: gr.components.Component, traces_of=downloaded_traces) -> gr.File:
+    """Buttons that turn the player's traces into a GIF or an MP4, and the file they make. ``source``
+    holds what the player shows (its downloads, by default); ``traces_of`` turns its value into traces."""
     with gr.Row(elem_classes="mudiff-animation-row"):
         gif = gr.Button("Download animation (GIF)", size="sm", elem_id=f"{prefix}-gif", scale=0, min_width=220)
         mp4 = gr.Button("… as MP4 video", size="sm", elem_id=f"{prefix}-mp4", scale=0, min_width=160)
@@ -85,12 +92,12 @@ def animation_row(prefix: str, downloads: gr.File) -> gr.File:
 
     def make(fmt: str):
         @user_errors
-        def handler(files):
-            return gr.update(value=animate(files, fmt), visible=True)
+        def handler(value):
+            return gr.update(value=animate(traces_of(value), fmt), visible=True)
 
         return handler
 
     for button, fmt in ((gif, "GIF"), (mp4, "MP4")):
-        button.click(make(fmt), downloads, out, api_name=f"{prefix}_animation_{fmt.lower()}",
+        button.click(make(fmt), source, out, api_name=f"{prefix}_animation_{fmt.lower()}",
                      concurrency_id="animation", concurrency_limit=1, show_progress="minimal")
     return out

@@ -42,8 +42,14 @@ CSS = """
 /* the drop zone under the page's file box: it looks like a target even when the sample fills the box */
 .mudiff-drop { border: 2px dashed var(--border-color-accent, #7aa6d8) !important; border-radius: 8px; }
 /* phones: the player (the first screen's showcase, then each result) comes right under Run, before the page */
-@media (max-width: 640px) { #decode-main { flex-direction: column !important; } #decode-player-column { order: -1; } }
+@media (max-width: 640px) {
+  #decode-main { flex-direction: column !important; } #decode-player-column { order: -1; }
+  #decode-decoder label { padding: 4px 8px !important; }
+  #decode-setups button { min-width: 0 !important; flex: 1 1 28% !important; font-size: 12px; padding: 4px !important; }
+}
 #decode-setups { align-items: center; gap: 8px; }
+/* a folded group of knobs reads as one clickable line: its name on the left, the arrow on the right */
+.mudiff-more-knobs > .label-wrap, #decode-advanced > .label-wrap { justify-content: space-between !important; text-align: left !important; font-weight: 600; }
 #decode-setups > .prose, #decode-setups .mudiff-note { flex: 0 0 auto !important; }
 """
 # a failed run (results.shows_failure) ends with its reason in the status line and the player; Gradio's
@@ -89,6 +95,14 @@ def configure_queue(demo: gr.Blocks) -> gr.Blocks:
     return demo.queue(default_concurrency_limit=1)
 
 
+def theme() -> gr.themes.Base:
+    """Gradio's default look on the system's own fonts: its bundled Source Sans Pro has a regular and a
+    semibold face only, so bold text was drawn half in a substitute font ("ʙlocks"); nothing is fetched."""
+    return gr.themes.Default(font=["system-ui", "-apple-system", "Segoe UI", "Roboto", "DejaVu Sans", "sans-serif"],
+                             font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "DejaVu Sans Mono",
+                                        "monospace"])
+
+
 def launch_kwargs() -> dict:
     """Keyword arguments for ``demo.launch``. Host and port come from MUDIFF_HOST / MUDIFF_PORT when
     set; otherwise Gradio's own defaults apply (127.0.0.1:7860, or GRADIO_SERVER_NAME / _PORT, which
@@ -97,6 +111,7 @@ def launch_kwargs() -> dict:
         "run_history": False,  # player payloads are large; nothing to keep in the browser
         "max_file_size": current_limits().max_upload_bytes,  # Gradio refuses bigger uploads before any callback
         "css": CSS,
+        "theme": theme(),
         "footer_links": ["api", "gradio"],
         "allowed_paths": corpus_tab.allowed_paths(),
     }

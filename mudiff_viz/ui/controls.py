@@ -46,8 +46,11 @@ def page_picker(prefix: str, default: str | None, label: str = "Page (PDF, PNG o
     current column, then the preview in the next one. Call inside a Row."""
     with gr.Column(scale=3, min_width=260):
         file = page_file(prefix, default, label)
-        drop = gr.File(label="Your own page (PDF, PNG, JPEG)", file_types=PAGE_TYPES, elem_id=f"{prefix}-drop",
-                       height=120, elem_classes="mudiff-drop")
+        # the label as a line above the zone: Gradio's label box sat on top of the zone's upload icon
+        gr.Markdown("**Your own page** (PDF, PNG, JPEG): drop it below or click to choose", elem_classes="mudiff-note",
+                    elem_id=f"{prefix}-drop-label")
+        drop = gr.File(label="Your own page (PDF, PNG, JPEG)", show_label=False, file_types=PAGE_TYPES,
+                       elem_id=f"{prefix}-drop", height=120, elem_classes="mudiff-drop")
         # no minimum or maximum on the component: Gradio would refuse 0 or a too-big number with its own
         # message ("Value 0 is less than minimum value 1"); the preview says which pages exist instead
         number = gr.Number(value=1, precision=0, label="PDF page", interactive=False, elem_id=f"{prefix}-page")
@@ -244,7 +247,9 @@ def every_knob(knobs: Knobs) -> gr.Group:
     max_tokens_control(knobs)
     advanced = [k for k in KNOBS if k.advanced]
     if advanced:
-        with gr.Accordion(f"More knobs ({', '.join(k.label.lower() for k in advanced)})", open=False):
+        with gr.Accordion(f"More knobs ({len(advanced)})", open=False, elem_id=f"{knobs.prefix}-more-knobs",
+                          elem_classes="mudiff-more-knobs"):
+            gr.Markdown(", ".join(k.label for k in advanced).capitalize() + ".", elem_classes="mudiff-note")
             _rows_of_two(knobs, [k.name for k in advanced])
     preset_buttons(knobs)
     return group

@@ -121,7 +121,7 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> DecodeTa
                                 "(HTML, opens in any browser)", file_count="multiple", interactive=False,
                                 elem_id="decode-downloads", visible=False)
             animation_row("decode", downloads)
-    with gr.Accordion("Advanced settings: every decoding knob, presets, page perturbations", open=False,
+    with gr.Accordion("Advanced settings (every knob, presets, page perturbations)", open=False,
                       elem_id="decode-advanced") as advanced:
         diffusion_group = controls.every_knob(knobs)
         perturb = controls.perturb_panel("decode")

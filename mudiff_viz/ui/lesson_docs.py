@@ -19,15 +19,14 @@ from mudiff_viz.views.lesson_figures import RunFigures, render, run_figures
 ROOT = Path(__file__).resolve().parents[2]
 
 README_LESSONS = (
-    "**Lesson 7: both embedded pairs on one clock** (each lesson opens at once on a run recorded with the\n"
-    "shipped models, `assets/lessons/`; *Rerun live* decodes it again): the character pair's diffusion\n"
-    "decoder commits {pairs[0].first_step_share:.0%} of its tokens at their block's first pass; the subword pair "
-    "reads with its\nself-speculative decoder (its diffusion twin drafts up to {pairs[1].draft_length} tokens and "
-    "verifies them itself:\n{pairs[1].tokens_per_forward:.2f} tokens per forward, {pairs[1].cer:.1f}% CER on this "
-    "page); the real 2.5B model sits between. **Lesson 8,\nDiffusion drafts, AR verifies**, puts the subword pair's "
-    "AR twin ({drafts[0].forwards} passes), speculative\n({drafts[1].forwards}) and self-speculative "
-    "({drafts[2].forwards}) decoders on one clock and counts the drafts each forward\nbought. Each lesson's pair, "
-    "decoder and CER: [docs/app.md](docs/app.md)."
+    "Each lesson opens at once on a run recorded with the shipped models (`assets/lessons/`).\n"
+    "**Lesson 7** puts both embedded pairs on one clock. The character pair's diffusion decoder commits "
+    "{pairs[0].first_step_share:.0%} of its\ntokens at their block's first pass. The subword pair reads with its "
+    "self-speculative decoder.\nIt drafts up to "
+    "{pairs[1].draft_length} tokens and verifies them itself: {pairs[1].tokens_per_forward:.2f} tokens per forward, {pairs[1].cer:.1f}% CER on this page.\n"
+    "**Lesson 8** runs the subword pair's AR twin ({drafts[0].forwards} passes), speculative ({drafts[1].forwards}) "
+    "and self-speculative\n({drafts[2].forwards}) decoders on one clock. Each lesson's pair, decoder and CER: "
+    "[docs/app.md](docs/app.md)."
 )
 
 APP_DRAFTS = (

@@ -18,6 +18,7 @@ from mudiff_viz.core.metrics import order_correlation
 from mudiff_viz.core.speculation import step_drafts
 from mudiff_viz.core.trace import REJECTED, Trace
 from mudiff_viz.ui import howitworks, jobs, lesson_recordings, models, results
+from mudiff_viz.ui.animation import animation_row
 from mudiff_viz.ui.common import user_errors
 from mudiff_viz.ui.links import with_link
 from mudiff_viz.ui.player import Player
@@ -206,6 +207,14 @@ def run_lesson(key: str):
                            "text": lesson_text(lesson, traces)}, names)
 
 
+def lesson_animation_traces(key: str) -> list:
+    """The open lesson's recorded runs, over the bundled page, for its animation downloads."""
+    lesson = find_lesson(key)
+    image = lesson_recordings.lesson_page().image
+    runs = [(r, lesson_recordings.load_recording(r)) for r in lesson.runs]
+    return [(f"lesson-{lesson.key}.{lesson_recordings.run_key(r)}", t, image) for r, t in runs if t is not None]
+
+
 @dataclass
 class LessonsTab:
     shown: gr.State  # the tab's first view has opened a lesson (a link counts)
@@ -232,6 +241,7 @@ def build(tab=None) -> LessonsTab:
                          scale=0, min_width=260)
     status = gr.Markdown(elem_id="lesson-status")
     player = Player(elem_id="lesson-player")
+    animation_row("lesson", current, lesson_animation_traces)
     shown_outputs = [current, text, status, player, *(b for _, b in buttons)]
     # opening a recording runs no model: its own queue, never behind a decode
     quick = {"concurrency_id": LIGHT_WORK, "concurrency_limit": LIGHT_SLOTS, "api_visibility": "private"}

@@ -24,6 +24,7 @@ from mudiff_viz.probes.bench import bench_pages_from_paths, run_shuffle_benchmar
 from mudiff_viz.probes.pairs import DECODERS, ShufflePages, decode_grid, probe_pages, score_grid, shuffle_pages
 from mudiff_viz.probes.replay import file_sha256, find_source
 from mudiff_viz.ui import controls, jobs, models, pagework, precheck
+from mudiff_viz.ui.animation import animation_row
 from mudiff_viz.ui.common import file_path, request_dir, safe_stem, sample_paths, user_errors, write_trace
 from mudiff_viz.ui.gpu import ON_ZERO_GPU, decode_seconds, gpu
 from mudiff_viz.ui.player import Player
@@ -297,6 +298,7 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
                         diffs.append(gr.HTML(elem_id=f"shuffle-diff-{decoder.lower()}-{column}"))
     files = gr.File(label="Downloads: the probed page and the four traces", file_count="multiple", interactive=False,
                     elem_id="shuffle-downloads")
+    animation_row("shuffle", files)
     gr.Markdown("### Benchmark over the bundled samples\nEvery bundled page at each ticked level and seed, through "
                 "both decoders; CER against each shuffled page's ground truth. The same run as "
                 "`python -m mudiff_viz shuffle-bench` (results in `docs/semantic-shuffle.md`).", elem_classes="mudiff-note")

@@ -47,6 +47,7 @@ class AnimationOptions:
     clock: str = "forward"
     max_frames: int = 300
     hold_s: float = 2.0
+    fit_text: bool = True  # the page cropped to its text (as the player's "fit the text"), else the whole page
 
     def check(self) -> None:
         if not MIN_WIDTH <= self.width <= MAX_WIDTH:
@@ -106,6 +107,19 @@ def layout_text(table: dict, width: float, fnt) -> list[Cell]:
     return cells
 
 
+def text_extent(trace: Trace, margin: float = 0.04) -> tuple[float, float, float, float] | None:
+    """The page's text area (the regions' boxes joined, a small margin around), inside the page."""
+    boxes = [r.bbox for r in trace.regions if r.bbox]
+    if not boxes:
+        return None
+    W, H = float(trace.page.width), float(trace.page.height)
+    x0, y0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
+    x1, y1 = max(b[2] for b in boxes), max(b[3] for b in boxes)
+    pad = margin * max(x1 - x0, y1 - y0)
+    box = (max(0.0, x0 - pad), max(0.0, y0 - pad), min(W, x1 + pad), min(H, y1 + pad))
+    return box if box[2] - box[0] >= 8 and box[3] - box[1] >= 8 else None
+
+
 def frame_forwards(n: int, times: list[float], opts: AnimationOptions) -> list[int]:
     """The forward shown by each frame (-1: before the first forward).
 
@@ -153,30 +167,42 @@ class Animator:
         self.caption_h = round(30 * scale_font)
         self.pad = round(10 * scale_font)
         page_w = round(W * 0.46)
-        pw, ph = float(trace.page.width) or 1.0, float(trace.page.height) or 1.0
+        self.crop = text_extent(trace) if opts.fit_text else None
+        cx0, cy0, cx1, cy1 = self.crop or (0.0, 0.0, float(trace.page.width) or 1.0, float(trace.page.height) or 1.0)
+        self.origin = (cx0, cy0)
+        pw, ph = max(1.0, cx1 - cx0), max(1.0, cy1 - cy0)
         page_h = round(page_w * ph / pw)
-        self.body_h = max(min(page_h, round(W * 1.25)), round(W * 0.5))
-        if page_h > self.body_h:  # a very tall page: fit its height instead
-            page_w, page_h = round(self.body_h * pw / ph), self.body_h
-        self.page_box = (self.pad, self.caption_h, page_w, page_h)
-        self.scale = page_w / pw
-        self.page = self.page_background(page_image, page_w, page_h)
         self.text_x = self.pad * 2 + page_w
         self.text_w = W - self.text_x - self.pad
         self.line_h = round(self.text_font.size * 1.45)
         self.cells = layout_text(self.table, self.text_w, self.text_font)
         self.lines = 1 + max((c.line for c in self.cells), default=0)
+        # as tall as the page or the text needs, within a slide's proportions
+        self.body_h = min(max(page_h, (self.lines + 1) * self.line_h, round(W * 0.3)), round(W * 1.25))
+        if page_h > self.body_h:  # a very tall page: fit its height instead
+            page_w, page_h = round(self.body_h * pw / ph), self.body_h
+        self.page_box = (self.pad, self.caption_h, page_w, page_h)
+        self.scale = page_w / pw
+        self.page = self.page_background(page_image, page_w, page_h)
         self.legend_h = self.line_h + self.pad
         self.size = (W, self.caption_h + self.body_h + self.legend_h)
 
+    def to_panel(self, box) -> tuple[float, float, float, float]:
+        """A page-pixel box in the page panel's pixels (after the crop to the text)."""
+        ox, oy = self.origin
+        x0, y0, x1, y1 = box
+        return ((x0 - ox) * self.scale, (y0 - oy) * self.scale, (x1 - ox) * self.scale, (y1 - oy) * self.scale)
+
     def page_background(self, image: Image.Image | None, w: int, h: int) -> Image.Image:
         if image is not None:
-            return image.convert("RGB").resize((w, h), Image.LANCZOS)
+            img = image.convert("RGB")
+            if self.crop is not None:
+                img = img.crop(tuple(round(v) for v in self.crop))
+            return img.resize((w, h), Image.LANCZOS)
         blank = Image.new("RGB", (w, h), PAPER)
         draw = ImageDraw.Draw(blank)
         for r in self.trace.regions:  # where the text was, so the boxes have a place
-            x0, y0, x1, y1 = (v * self.scale for v in r.bbox)
-            draw.rectangle((x0, y0, x1, y1), outline=(215, 218, 223))
+            draw.rectangle(self.to_panel(r.bbox), outline=(215, 218, 223))
         return blank
 
     def state(self, i: int, f: int) -> str:
@@ -211,7 +237,7 @@ class Animator:
             st = self.state(i, f)
             if st == "hidden":
                 continue
-            rect = tuple(v * self.scale for v in box)
+            rect = self.to_panel(box)
             if st == "done":
                 od.rectangle(rect, fill=DONE + (80,))
             elif st == "now":

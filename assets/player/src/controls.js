@@ -41,7 +41,6 @@ export class Controls {
     this.liveBadge.title = "the decode is still running: new steps are added as they arrive";
     this.liveBadge.hidden = true;
     bar.appendChild(this.liveBadge);
-    if (this.link) bar.appendChild(this.buildLinkButton());
     const row2 = el("div", "mp-controls mp-controls-2");
     const field = (label, input) => {
       const l = el("label", "mp-field");
@@ -79,6 +78,7 @@ export class Controls {
     under.value = String(this.opts.underline);
     under.addEventListener("change", () => { const v = Number(under.value); if (v >= 0 && v <= 1) { this.opts.underline = v; this.buildLegend(); this.redraw(true); } });
     field("Underline below", under);
+    if (this.link) row2.appendChild(this.buildLinkButton()); // a view the app can reopen: its link, at this frame
     // the options and the legend: one disclosure, folded on phones so the text sits close to Play
     this.more = el("details", "mp-more");
     const summary = el("summary", "", "Options and legend");
@@ -87,6 +87,13 @@ export class Controls {
     this.more.open = !(typeof window.matchMedia === "function" && window.matchMedia(PHONE_WIDTH).matches);
     this.root.appendChild(bar);
     this.root.appendChild(this.more);
+    // phones: the bar sticks to the top; what sticks or scrolls under it is placed below its height
+    if (typeof ResizeObserver === "function") {
+      const note = () => this.root.style.setProperty("--mp-bar-h", bar.offsetHeight + "px");
+      this._barObserver = new ResizeObserver(note);
+      this._barObserver.observe(bar);
+      note();
+    }
   }
   linkToFrame() {
     // the page's own address with the view's link parameters and this frame (the app opens it there)
