@@ -23,6 +23,7 @@ from mudiff_viz.ui.clickplot import PLOTLY_JS, ClickPlot
 from mudiff_viz.ui.common import OUT_ROOT, ROOT, file_path, user_errors
 from mudiff_viz.ui.corpus_pages import corpus_page_image
 from mudiff_viz.ui.player import Player
+from mudiff_viz.ui.slot import trims_after
 from mudiff_viz.views import tables
 from mudiff_viz.views.labels import counted
 from mudiff_viz.views.page_image import image_data_url
@@ -172,6 +173,7 @@ def _cell(value):
 
 
 @user_errors
+@trims_after
 def open_corpus(path_text, upload, run):
     """Open a store (the uploaded .zip when there is one, else the typed folder)."""
     need_corpus()
