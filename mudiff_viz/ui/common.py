@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import html
 import inspect
+import logging
 import re
 from pathlib import Path
 from typing import Callable
@@ -17,6 +18,7 @@ from mudiff_viz.ui.disk import new_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "assets" / "samples"
+LOG = logging.getLogger("mudiff_viz.ui")
 TRACES = ROOT / "assets" / "traces"
 PAGE_TYPES = [".pdf", ".png", ".jpg", ".jpeg"]
 
@@ -41,7 +43,12 @@ def user_errors(fn: Callable) -> Callable:
     Works for plain callbacks and for generators (streamed results)."""
 
     def convert(exc: Exception) -> gr.Error:
-        return gr.Error(error_text(one_line(exc)))
+        """A user error is one line in the server log, with no traceback; anything else keeps its
+        traceback there (Gradio prints it), and the visitor reads one line either way."""
+        user = isinstance(exc, (UserInputError, ModelLoadError))
+        if user:
+            LOG.warning("user error in %s: %s", fn.__name__, one_line(exc))
+        return gr.Error(error_text(one_line(exc)), print_exception=not user)
 
     if inspect.isgeneratorfunction(fn):
 

@@ -96,13 +96,16 @@ def resolve_store(path_text: str | None) -> Path:
     if not text:
         raise UserInputError("type the folder of a corpus store (python -m mudiff_viz corpus run ... --out DIR), "
                              "or upload one as a .zip")
+    if "\0" in text:
+        raise UserInputError("the store folder's name holds a NUL byte")
+    shown = text if len(text) <= 80 else text[:79] + "…"  # a visitor's text is echoed at most 80 characters long
     path = Path(text).expanduser()
     path = (path if path.is_absolute() else Path.cwd() / path).resolve()
     if not under_roots(path):
-        raise UserInputError(f"{text} is outside the folders this app may open stores from "
+        raise UserInputError(f"{shown} is outside the folders this app may open stores from "
                              "(set MUDIFF_CORPUS_ROOTS to allow more)")
     if not TraceStore(path).exists():
-        raise UserInputError(f"{text} is not a corpus store (no runs/ folder in it)")
+        raise UserInputError(f"{shown} is not a corpus store (no runs/ folder in it)")
     return path
 
 
