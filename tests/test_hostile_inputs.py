@@ -220,3 +220,27 @@ def test_mutated_valid_traces_load_or_name_a_field(valid_trace_dict, path_seed, 
     except UserInputError as exc:
         assert "field '" in str(exc) or "schema_version" in str(exc) or "its counts disagree: " in str(exc)
         assert "\n" not in str(exc)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "wrong-shape"])
+def test_a_damaged_nano_checkpoint_exits_3_with_one_line(damage, tmp_path):
+    """A truncated model.safetensors (a download cut short), or weights another config.json made:
+    ModelLoadError naming the file and what disagrees, exit 3, never SafetensorError's exit 1."""
+    from tests.ui_support import tiny_twin
+
+    model = tiny_twin("diffusion", tmp_path / "nano")
+    weights = model / "model.safetensors"
+    if damage == "truncated":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    else:
+        cfg = json.loads((model / "config.json").read_text())
+        cfg["mlp_hidden"] *= 2
+        (model / "config.json").write_text(json.dumps(cfg))
+    r = run_cli("decode", "assets/samples/courier-short.pdf", "--model", str(model), "--max-new-tokens", "8",
+                "--out", str(tmp_path / "t.json"), timeout=120)
+    assert r.returncode == 3 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"error: {weights} ")
+    if damage == "truncated":
+        assert "cannot be read as safetensors" in r.stderr and "truncated or corrupt" in r.stderr
+    else:
+        assert "does not match config.json" in r.stderr and "(config.json wants (" in r.stderr
