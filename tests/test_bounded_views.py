@@ -37,7 +37,8 @@ def test_too_long_ground_truth_leaves_tokens_uncoloured(tmp_path, monkeypatch):
     assert char_map(region.text, region.gt_text) == [None] * len(region.text)
     assert diff_ops("ab", "x" * 6000) == [("replace", "ab", "x" * 6000)]
     notes = alignment_notes(trace)
-    assert notes == [f"ground truth too long to align: colours off (region 1: {len(region.gt_text):,} characters, limit 5,000)"]
+    assert notes == [f"ground truth too long to align: colours off (region 1: {len(region.text):,} characters decoded, "
+                     f"{len(region.gt_text):,} expected; limit 5,000 together)"]
     payload = player_payload(trace)
     assert len(payload["regions"][0]["gt"]) == 5001 and payload["regions"][0]["gt"].endswith("…")
     assert payload["regions"][1]["gt"] == trace.regions[1].gt_text

@@ -31,10 +31,10 @@ def opcodes(hyp: str, ref: str) -> Opcodes | None:
     return Levenshtein.opcodes(hyp, ref) if alignable(hyp, ref) else None
 
 
-def alignment_note(region_index: int, ref: str) -> str:
-    """The sentence a view shows when a region's ground truth was too long to align."""
-    return (f"ground truth too long to align: colours off (region {region_index + 1}: {len(ref):,} characters, "
-            f"limit {current().max_align_chars:,})")
+def alignment_note(region_index: int, hyp: str, ref: str) -> str:
+    """The sentence a view shows when a region's text and ground truth were too long to align."""
+    return (f"ground truth too long to align: colours off (region {region_index + 1}: {len(hyp):,} characters decoded, "
+            f"{len(ref):,} expected; limit {current().max_align_chars:,} together)")
 
 
 def char_map(hyp: str, ref: str) -> list[int | None]:

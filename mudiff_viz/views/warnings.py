@@ -54,5 +54,5 @@ def decode_warnings(trace: Trace, clean_page: bool = False) -> list[str]:
 def alignment_notes(trace: Trace) -> list[str]:
     """One sentence per region whose ground truth is too long to align: its tokens are shown
     uncoloured (neither right nor wrong), which the view must say."""
-    return [alignment_note(i, r.gt_text) for i, r in enumerate(trace.regions)
+    return [alignment_note(i, r.text, r.gt_text) for i, r in enumerate(trace.regions)
             if r.gt_text is not None and not alignable(r.text, r.gt_text)]
