@@ -140,14 +140,14 @@ def test_launch_kwargs_cap_uploads_and_keep_no_history(monkeypatch):
 
 
 def test_old_output_folders_are_pruned(tmp_path):
-    from mudiff_viz.ui.common import prune_outputs
+    from mudiff_viz.ui.disk import prune
 
     old, new = tmp_path / "req-old", tmp_path / "req-new"
     for d in (old, new):
         d.mkdir()
         (d / "t.json").write_text("{}")
     os.utime(old, (time.time() - 7200, time.time() - 7200))
-    assert prune_outputs(tmp_path, 3600) == 1
+    assert prune(tmp_path) == 2  # bytes left: the new folder's file
     assert not old.exists() and new.exists()
 
 

@@ -183,3 +183,104 @@ def test_good_page_decodes_after_all_that(client, corpus):
     out = named(decode(client, SAMPLE, decoder="diffusion"), DECODE_OUTPUTS)
     assert out["player"]["kind"] == "mudiff-player" and len(out["player"]["regions"]) == 15
     assert Trace.load(out["downloads"][0]).page.source == "courier-short.pdf" and "CER" in out["status"]
+
+
+def raw_call(app_url: str, api: str, data_text: str) -> dict:
+    """One call of the raw HTTP API with a JSON body written by hand (gradio_client cannot send NaN,
+    Infinity or an input count of its own choosing); the final event's data."""
+    import json
+
+    import httpx
+
+    r = httpx.post(app_url + f"gradio_api/call/{api}", content='{"data": ' + data_text + "}",
+                   headers={"content-type": "application/json"}, timeout=60)
+    r.raise_for_status()
+    stream = httpx.get(app_url + f"gradio_api/call/{api}/{r.json()['event_id']}", timeout=120).text
+    events = [line for line in stream.splitlines() if line.startswith(("event:", "data:"))]
+    return {"event": events[-2].split(":", 1)[1].strip(), "data": json.loads(events[-1].split(":", 1)[1])}
+
+
+def raw_inputs(client, app_url, api: str, **override: str) -> str:
+    """The endpoint's inputs as a JSON list with its defaults, the bundled sample as the page, and
+    ``override`` (raw JSON text per parameter)."""
+    import json
+
+    import httpx
+
+    params = client.view_api(return_format="dict", print_info=False)["named_endpoints"][api]["parameters"]
+    with SAMPLE.open("rb") as fh:
+        uploaded = httpx.post(app_url + "gradio_api/upload", files={"files": ("s.pdf", fh, "application/pdf")}).json()[0]
+    page = json.dumps({"path": uploaded, "meta": {"_type": "gradio.FileData"}})
+    values = [override.get(p["parameter_name"], page if p["parameter_name"] == "file" else json.dumps(p.get("parameter_default")))
+              for p in params]
+    return "[" + ", ".join(values) + "]"
+
+
+RAW_API_CASES = {  # (endpoint, parameter, raw JSON value) -> the one line the client reads
+    "page-abc": ("/decode", "page_number", '"abc"', "PDF page must be a number, got 'abc'"),
+    "page-nan": ("/decode", "page_number", "NaN", "PDF page must be a finite number, got nan"),
+    "page-infinity": ("/decode_check", "page_number", "Infinity", "PDF page must be a finite number, got inf"),
+    "page-fraction": ("/decode_check", "page_number", "1.5", "PDF page must be a whole number, got 1.5"),
+    "seed-nan": ("/decode", "seed", "NaN", "Seed must be a finite number, got nan"),
+    "block-nan": ("/decode", "block_length", "NaN", "Block length must be a finite number, got nan"),
+    "degrade-dpi-nan": ("/decode", "degrade_dpi", "NaN", "must be a finite number, got nan"),
+    "compare-steps-infinity": ("/compare", "steps", "-Infinity", "must be a finite number, got -inf"),
+    "shuffle-seed-nan": ("/shuffle", "seed", "NaN", "must be a finite number, got nan"),
+    "model-nul": ("/decode", "spec", '"na\\u0000no"', "Model holds a NUL byte: 'na\\x00no'"),
+    "model-long": ("/decode", "spec", '"' + "x" * 5000 + '"', "Model is 5,000 characters long (limit 4,096): 'xxx"),
+    "model-unknown-long": ("/decode", "spec", '"' + "y" * 1000 + '"', "yyy…"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RAW_API_CASES))
+def test_raw_api_inputs_are_refused_in_one_line(client, app_url, case, caplog, capfd):
+    """NaN, Infinity, "abc", fractions, NUL bytes and long strings over the raw API: one readable line
+    for the client (never Gradio's null), one line in the server log, no traceback."""
+    import logging
+
+    api, param, raw, expected = RAW_API_CASES[case]
+    with caplog.at_level(logging.WARNING):
+        got = raw_call(app_url, api.strip("/"), raw_inputs(client, app_url, api, **{param: raw}))
+    assert got["event"] == "error"
+    message = got["data"]["error"]
+    assert message and expected in message and "\n" not in message and len(message) < 300, message
+    refused = [r.getMessage() for r in caplog.records if r.name.startswith("mudiff_viz")]
+    assert refused == [f"refused input: {message}"]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_raw_call_with_too_few_inputs_is_one_line(client, app_url, capfd):
+    got = raw_call(app_url, "decode", "[1]")
+    assert got["data"]["error"] == "An event handler (run_decode) didn't receive enough input values (needed: 36, got: 1)."
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_corpus_path_with_a_nul_byte_or_too_long_is_one_line(client, app_url):
+    got = raw_call(app_url, "open_corpus", '["/tmp/x\\u0000y", null, "all runs (pooled)"]')
+    assert got["data"]["error"] == "Store folder on the server holds a NUL byte: '/tmp/x\\x00y'"
+    message = app_error(lambda: client.predict(path_text="/" + "a" * 3000, upload=None, run="all runs (pooled)",
+                                               api_name="/open_corpus"))
+    assert message.endswith("is outside the folders this app may open stores from (set MUDIFF_CORPUS_ROOTS to allow more)")
+    assert len(message) < 200
+
+
+def test_a_user_error_is_one_log_line_and_a_bug_keeps_its_traceback(client, corpus, caplog, capfd):
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        message = app_error(lambda: decode(client, corpus / "encrypted.pdf"))
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("mudiff_viz")]
+    assert lines == [f"user error in run_decode: {message}"] or lines[-1].endswith(message), lines
+    assert "Traceback" not in capfd.readouterr().err
+    from mudiff_viz.ui.common import user_errors
+
+    @user_errors
+    def buggy():
+        return {}["missing"]
+
+    import gradio as gr
+
+    with pytest.raises(gr.Error) as exc:
+        buggy()
+    assert exc.value.print_exception and exc.value.message == "internal failure: KeyError: 'missing'"
+    assert isinstance(exc.value.__cause__, KeyError)  # Gradio prints this traceback in the server log

@@ -220,3 +220,58 @@ def test_mutated_valid_traces_load_or_name_a_field(valid_trace_dict, path_seed, 
     except UserInputError as exc:
         assert "field '" in str(exc) or "schema_version" in str(exc) or "its counts disagree: " in str(exc)
         assert "\n" not in str(exc)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "wrong-shape"])
+def test_a_damaged_nano_checkpoint_exits_3_with_one_line(damage, tmp_path):
+    """A truncated model.safetensors (a download cut short), or weights another config.json made:
+    ModelLoadError naming the file and what disagrees, exit 3, never SafetensorError's exit 1."""
+    from tests.ui_support import tiny_twin
+
+    model = tiny_twin("diffusion", tmp_path / "nano")
+    weights = model / "model.safetensors"
+    if damage == "truncated":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    else:
+        cfg = json.loads((model / "config.json").read_text())
+        cfg["mlp_hidden"] *= 2
+        (model / "config.json").write_text(json.dumps(cfg))
+    r = run_cli("decode", "assets/samples/courier-short.pdf", "--model", str(model), "--max-new-tokens", "8",
+                "--out", str(tmp_path / "t.json"), timeout=120)
+    assert r.returncode == 3 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"error: {weights} ")
+    if damage == "truncated":
+        assert "cannot be read as safetensors" in r.stderr and "truncated or corrupt" in r.stderr
+    else:
+        assert "does not match config.json" in r.stderr and "(config.json wants (" in r.stderr
+
+
+def owner_password_pdf() -> bytes:
+    """Encrypted with an owner password only: anyone may open it, and its permissions forbid copying."""
+    doc = pymupdf.open(stream=pdf_with(text="Owner locked"), filetype="pdf")
+    data = doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="owner", permissions=pymupdf.PDF_PERM_ACCESSIBILITY)
+    doc.close()
+    return data
+
+
+def test_a_pdf_with_only_an_owner_password_is_decoded(tiny_models, tmp_path):
+    """docs/hardening.md: every PDF reader opens such a file without asking; its permission flags ask
+    readers not to copy or print, and the app only shows the page and its text to the visitor who
+    sent it. A user password (needed to open the file) is refused."""
+    (tmp_path / "owner.pdf").write_bytes(owner_password_pdf())
+    out = tmp_path / "t.json"
+    r = run_cli("decode", str(tmp_path / "owner.pdf"), "--model", str(tiny_models["ar"]), "--decoder", "ar", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert Trace.load(out).gt_text == "Owner locked"
+    (tmp_path / "user.pdf").write_bytes(encrypted_pdf())
+    r = run_cli("decode", str(tmp_path / "user.pdf"), "--out", str(tmp_path / "u.json"))
+    assert r.returncode == 2 and r.stderr == "error: PDF is password-protected\n"
+
+
+@pytest.mark.parametrize("knob", ["dpi", "blur", "noise", "rotate", "seed"])
+def test_probe_values_that_are_not_finite_are_refused(knob):
+    """The app's probe controls: NaN compares False with every bound, so it was silently dropped."""
+    from mudiff_viz.probes.apply import probe_spec
+
+    with pytest.raises(UserInputError, match=r"must be a finite number, got nan$"):
+        probe_spec(**{knob: float("nan")})

@@ -218,3 +218,4 @@ def test_load_test_answers_match_solo_runs_bit_for_bit(tmp_path_factory):
     assert summary["requests"] == 12 and summary["solo_decodes"] == 12
     assert not report.errors and not report.mismatches, (report.errors, report.mismatches)
     assert len(report.latencies_s) == 12 and report.rss_peak_mb >= report.rss_warm_mb > 0
+    assert summary["rss_one_decode_mb"] > 0  # "warmed" (module docstring): after a warm-up burst, reported beside one decode

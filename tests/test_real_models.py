@@ -788,6 +788,19 @@ def test_cli_hub_id_offline_is_one_line_exit_3(page_png, tmp_path):
     assert res.stderr.count("\n") == 1 and res.stderr.startswith("error: ")
 
 
+def test_a_mineru25_config_that_disagrees_with_its_weights_is_one_line_exit_3(ar_dir, page_png, tmp_path):
+    """transformers' own answer is a 20-line load report and "look at the above report!": the loader
+    says it in one line instead, naming a tensor and both shapes."""
+    bad = _edited_copy(ar_dir, tmp_path / "bad", config_edit=lambda c: c["text_config"].__setitem__("intermediate_size", 128))
+    res = _cli("decode", str(page_png), "--model", str(bad), "--decoder", "ar", "--max-new-tokens", "8",
+               "--out", str(tmp_path / "t.json"))
+    assert res.returncode == 3 and res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.startswith("error: checkpoint bad does not match its config: 6 tensors of another shape, first "
+                                 "model.language_model.layers.0.mlp.down_proj.weight (64, 96) in the weights, (64, 128) "
+                                 "from config.json"), res.stderr
+    assert "LOAD REPORT" not in res.stderr and "above report" not in res.stderr
+
+
 # ---- layout parser -------------------------------------------------------------------------------------
 
 

@@ -265,13 +265,23 @@ def check_layer_count(config: dict) -> None:
             raise ModelLoadError(f"{where} num_hidden_layers={layers} but layer_types lists {len(types)} layers")
 
 
+def _shape_text(mismatch) -> str:
+    """One of transformers' mismatched keys, ``(key, checkpoint shape, model shape)``, as text."""
+    if isinstance(mismatch, (tuple, list)) and len(mismatch) == 3:
+        key, ckpt, want = mismatch
+        return f"{key} {tuple(ckpt)} in the weights, {tuple(want)} from config.json"
+    return str(mismatch[0] if isinstance(mismatch, (tuple, list)) else mismatch)
+
+
 def _load(model_dir: Path, config: dict, dtype: torch.dtype):
     """The concrete transformers class from local safetensors, with a strict key report."""
     from transformers import Qwen2VLForConditionalGeneration
     from transformers.utils import logging as hf_logging
 
     bar = hf_logging.is_progress_bar_enabled()
+    verbosity = hf_logging.get_verbosity()
     hf_logging.disable_progress_bar()  # keep the CLI's stderr to its summary line
+    hf_logging.set_verbosity_error()  # transformers' load report is many lines: the checks below say it in one
     try:
         model, info = Qwen2VLForConditionalGeneration.from_pretrained(
             str(model_dir),
@@ -280,12 +290,14 @@ def _load(model_dir: Path, config: dict, dtype: torch.dtype):
             dtype=dtype,
             attn_implementation="sdpa",
             output_loading_info=True,
+            ignore_mismatched_sizes=True,  # wrong shapes come back in info and are refused below, by name
         )
     except Exception as exc:
         raise ModelLoadError(
             f"cannot load {model_dir.name} as Qwen2-VL: {type(exc).__name__}: {str(exc).splitlines()[0]}"
         ) from None
     finally:
+        hf_logging.set_verbosity(verbosity)
         if bar:
             hf_logging.enable_progress_bar()
     tied = _tied(config)
@@ -296,9 +308,8 @@ def _load(model_dir: Path, config: dict, dtype: torch.dtype):
     if info.get("unexpected_keys"):
         problems.append("unexpected keys: " + ", ".join(sorted(info["unexpected_keys"])[:6]))
     if info.get("mismatched_keys"):
-        problems.append(
-            "wrong shapes: " + ", ".join(str(m[0] if isinstance(m, tuple) else m) for m in info["mismatched_keys"][:3])
-        )
+        wrong = sorted(info["mismatched_keys"], key=str)
+        problems.append(f"{len(wrong)} tensors of another shape, first {_shape_text(wrong[0])}")
     if problems:
         raise ModelLoadError(f"checkpoint {model_dir.name} does not match its config: " + "; ".join(problems))
     embed = model.get_input_embeddings().weight

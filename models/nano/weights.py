@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from models.nano.model import NanoConfig, NanoOCR
@@ -44,7 +45,16 @@ def read_config(model_dir: Path, needs: tuple[str, ...] = ()) -> NanoConfig:
 def load_weights(model: torch.nn.Module, model_dir: Path, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     """Load ``model.safetensors`` into ``model`` strictly (a missing or extra key is an error)."""
     path = Path(model_dir) / "model.safetensors"
-    state = load_file(str(path))
+    try:
+        state = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as exc:  # truncated, corrupt, or not safetensors at all
+        raise ModelLoadError(f"{path} cannot be read as safetensors ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}): "
+                             "the file is truncated or corrupt; copy it again") from None
+    own = model.state_dict()
+    shapes = [f"{k} {tuple(v.shape)} (config.json wants {tuple(own[k].shape)})" for k, v in state.items()
+              if k in own and v.shape != own[k].shape]
+    if shapes:
+        raise ModelLoadError(f"{path} does not match config.json: {len(shapes)} tensors of another shape, first {shapes[0]}")
     missing, unexpected = model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
     if missing or unexpected:
         raise ModelLoadError(f"{path}: missing keys {sorted(missing)[:5]}, unexpected keys {sorted(unexpected)[:5]}")

@@ -90,6 +90,7 @@ def cmd_view(args) -> int:
     from mudiff_viz.probes.replay import page_for_trace
     from mudiff_viz.views.export import standalone_html
     from mudiff_viz.views.page_image import image_data_url
+    from mudiff_viz.views.warnings import alignment_notes
 
     opts = None
     if args.gif or args.mp4:  # options checked before any work: a bad one is one line and nothing written
@@ -105,6 +106,8 @@ def cmd_view(args) -> int:
         print(order)
     if args.text:
         print(trace.text)
+    for note in alignment_notes(trace):
+        print(f"note: {note}", file=sys.stderr)
     if problems:
         print(f"warning: {len(problems)} invariant violations, first: {problems[0]}", file=sys.stderr)
     image = page_for_trace(trace.page) if (args.html or args.gif or args.mp4) else None  # its bundled sample, if any

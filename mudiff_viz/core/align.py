@@ -4,19 +4,44 @@ The decoded text and the ground-truth text are aligned with rapidfuzz's Levensht
 token's box is the union of the boxes of the ground-truth characters its characters map to
 (equal or substituted). Inserted characters map to nothing; a token with no mapped character gets
 no box.
+
+Every alignment goes through :func:`opcodes`, which refuses pairs longer than the
+``max_align_chars`` limit: rapidfuzz's edit script of a short text against a 48 MB ground truth
+takes gigabytes (one edit per character), and an uploaded trace may carry one. Callers degrade
+(no colours, no boxes) and say so with :func:`alignment_note`.
 """
 
 from __future__ import annotations
 
 from rapidfuzz.distance import Levenshtein
+from rapidfuzz.distance import Opcodes
+
+from mudiff_viz.core.limits import current
 
 Box = tuple[float, float, float, float]
 
 
+def alignable(hyp: str, ref: str) -> bool:
+    """Whether the pair is short enough to align (memory and time grow with its length)."""
+    return len(hyp) + len(ref) <= current().max_align_chars
+
+
+def opcodes(hyp: str, ref: str) -> Opcodes | None:
+    """rapidfuzz's Levenshtein opcodes of ``hyp`` against ``ref``, or None when the pair is too long."""
+    return Levenshtein.opcodes(hyp, ref) if alignable(hyp, ref) else None
+
+
+def alignment_note(region_index: int, hyp: str, ref: str) -> str:
+    """The sentence a view shows when a region's text and ground truth were too long to align."""
+    return (f"ground truth too long to align: colours off (region {region_index + 1}: {len(hyp):,} characters decoded, "
+            f"{len(ref):,} expected; limit {current().max_align_chars:,} together)")
+
+
 def char_map(hyp: str, ref: str) -> list[int | None]:
-    """For each character of ``hyp``, the index of the aligned character of ``ref`` (or None)."""
+    """For each character of ``hyp``, the index of the aligned character of ``ref`` (None: none, or
+    the pair is too long to align)."""
     out: list[int | None] = [None] * len(hyp)
-    for op in Levenshtein.opcodes(hyp, ref):
+    for op in opcodes(hyp, ref) or []:
         if op.tag in ("equal", "replace"):
             n = min(op.src_end - op.src_start, op.dest_end - op.dest_start)
             for k in range(n):
@@ -66,8 +91,9 @@ def _fill_insertions(tokens: list[str], boxes: list[Box | None]) -> list[Box | N
 
 
 def diff_ops(hyp: str, ref: str) -> list[tuple[str, str, str]]:
-    """(tag, hyp_piece, ref_piece) runs, for showing errors against ground truth."""
-    return [
-        (op.tag, hyp[op.src_start : op.src_end], ref[op.dest_start : op.dest_end])
-        for op in Levenshtein.opcodes(hyp, ref)
-    ]
+    """(tag, hyp_piece, ref_piece) runs, for showing errors against ground truth; a pair too long to
+    align is one replacement."""
+    ops = opcodes(hyp, ref)
+    if ops is None:
+        return [("replace", hyp, ref)]
+    return [(op.tag, hyp[op.src_start : op.src_end], ref[op.dest_start : op.dest_end]) for op in ops]

@@ -26,6 +26,9 @@ class Limits:
     pdf_memory_mb: int = 2048  # subprocess address-space limit for PDF work
     max_trace_bytes: int = 64 * 1024 * 1024  # saved trace file size
     max_trace_depth: int = 12  # JSON nesting depth of a trace
+    max_align_chars: int = 200_000  # decoded + ground-truth characters of one region aligned character by character
+    max_app_disk_bytes: int = 2 * 1024**3  # everything the app writes for visitors (uploaded stores, downloads)
+    app_file_max_age_s: float = 3600.0  # age after which the app deletes what it wrote for a visitor
 
     def replace(self, **changes: object) -> "Limits":
         """A copy with some limits changed (``None`` values are ignored)."""

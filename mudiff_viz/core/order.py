@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from rapidfuzz.distance import Levenshtein
 
-from mudiff_viz.core.align import char_map
+from mudiff_viz.core.align import char_map, opcodes
+from mudiff_viz.core.limits import current
 from mudiff_viz.core.trace import Trace
 
 DISTANCE_BINS = ((0, 0, "occluded"), (1, 1, "1"), (2, 2, "2"), (3, 5, "3-5"), (6, 10**9, "6+"))
@@ -48,7 +48,7 @@ def occluded_spans(trace: Trace) -> dict[int, list[tuple[int, int]]]:
 
 def occluded_tokens(region, spans: list[tuple[int, int]]) -> list[bool]:
     """Per token: does any of its characters align to an occluded ground-truth character?"""
-    if not spans or region.gt_text is None:
+    if not spans or region.gt_text is None or len(region.gt_text) > current().max_align_chars:
         return [False] * len(region.tokens)
     hidden = np.zeros(len(region.gt_text) + 1, dtype=bool)
     for a, b in spans:
@@ -116,13 +116,14 @@ def recovery(trace: Trace) -> dict:
     words = recovered = 0
     rest_edits = rest_chars = 0
     for ri, r in enumerate(trace.regions):
-        if r.gt_text is None:
+        ops = None if r.gt_text is None else opcodes(r.text, r.gt_text)
+        if ops is None:  # no ground truth, or too long to align
             continue
         hidden = np.zeros(len(r.gt_text) + 1, dtype=bool)
         for a, b in spans.get(ri, []):
             hidden[a:b] = True
         equal = np.zeros(len(r.gt_text), dtype=bool)
-        for op in Levenshtein.opcodes(r.text, r.gt_text):
+        for op in ops:
             if op.tag == "equal":
                 equal[op.dest_start : op.dest_end] = True
             else:

@@ -49,6 +49,17 @@ def write_atomic(table: pa.Table, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def unreadable_file(root: Path) -> str | None:
+    """The first Parquet file under ``root`` that pyarrow cannot open (its path inside the store),
+    or None: an uploaded store is checked before DuckDB reads it."""
+    for path in sorted(Path(root).rglob("*.parquet")):
+        try:
+            pq.ParquetFile(path).close()
+        except (pa.ArrowException, OSError):
+            return path.relative_to(root).as_posix()
+    return None
+
+
 class TraceStore:
     def __init__(self, root: str | Path):
         self.root = Path(root)

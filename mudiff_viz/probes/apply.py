@@ -67,6 +67,10 @@ def probe_spec(occlude_words: str | None = None, occlude_fraction: float | None 
     fraction = float(occlude_fraction or 0.0)
     if math.isnan(fraction) or not 0.0 <= fraction <= 1.0:
         raise UserInputError(f"occlusion fraction must be in [0, 1], got {occlude_fraction}")
+    for name, value in (("degraded DPI", dpi), ("blur", blur), ("noise", noise), ("jpeg quality", jpeg),
+                        ("rotation", rotate), ("probe seed", seed)):
+        if value is not None and not math.isfinite(float(value)):  # NaN compares False with every bound
+            raise UserInputError(f"{name} must be a finite number, got {value}")
     knobs: dict = {}
     if dpi and float(dpi) < DECODE_DPI:
         knobs["dpi"] = float(dpi)

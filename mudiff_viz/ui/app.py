@@ -19,6 +19,7 @@ from mudiff_viz.core.limits import current as current_limits
 from mudiff_viz.ui import compare_tab, controls, corpus_tab, decode_tab, lessons_tab, models, opening, shuffle_tab, viewer_tab
 from mudiff_viz.ui import gpu as _gpu  # noqa: F401  (imports `spaces` before anything touches CUDA)
 from mudiff_viz.ui.common import default_sample
+from mudiff_viz.ui.inputs_guard import guard_inputs
 from mudiff_viz.ui.results import SAYS_WHY
 
 INTRO = """
@@ -85,7 +86,7 @@ def build_app() -> gr.Blocks:
             demo.load(controls.preview_outputs, [picker.file, picker.number], picker.outputs,
                       **controls.preview_event_kwargs(picker))
         opening.wire(demo, tabs, lessons, viewer)  # ?lesson=masks&frame=12 opens that lesson at that frame
-    return demo
+    return guard_inputs(demo)  # every API input checked before Gradio's preprocessing (ui/inputs_guard.py)
 
 
 def configure_queue(demo: gr.Blocks) -> gr.Blocks:

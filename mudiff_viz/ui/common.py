@@ -5,10 +5,8 @@ from __future__ import annotations
 import functools
 import html
 import inspect
+import logging
 import re
-import shutil
-import tempfile
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -16,9 +14,11 @@ import gradio as gr
 
 from mudiff_viz.core.errors import ModelLoadError, UserInputError
 from mudiff_viz.core.trace import Trace
+from mudiff_viz.ui.disk import new_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "assets" / "samples"
+LOG = logging.getLogger("mudiff_viz.ui")
 TRACES = ROOT / "assets" / "traces"
 PAGE_TYPES = [".pdf", ".png", ".jpg", ".jpeg"]
 
@@ -43,7 +43,12 @@ def user_errors(fn: Callable) -> Callable:
     Works for plain callbacks and for generators (streamed results)."""
 
     def convert(exc: Exception) -> gr.Error:
-        return gr.Error(error_text(one_line(exc)))
+        """A user error is one line in the server log, with no traceback; anything else keeps its
+        traceback there (Gradio prints it), and the visitor reads one line either way."""
+        user = isinstance(exc, (UserInputError, ModelLoadError))
+        if user:
+            LOG.warning("user error in %s: %s", fn.__name__, one_line(exc))
+        return gr.Error(error_text(one_line(exc)), print_exception=not user)
 
     if inspect.isgeneratorfunction(fn):
 
@@ -110,32 +115,10 @@ def safe_stem(name: str | None) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", stem)[:60] or "page"
 
 
-OUT_ROOT = Path(tempfile.gettempdir()) / "mudiff-app"
-OUT_MAX_AGE_S = 3600.0  # Gradio copies outputs into its own cache as soon as a callback returns
-
-
-def prune_outputs(root: Path, max_age_s: float, now: float | None = None) -> int:
-    """Delete request folders under ``root`` older than ``max_age_s``; returns how many went.
-
-    Every request writes its downloads to a fresh folder; without this a public app's disk fills up.
-    """
-    now = time.time() if now is None else now
-    removed = 0
-    for d in root.glob("req-*"):
-        try:
-            if d.is_dir() and now - d.stat().st_mtime > max_age_s:
-                shutil.rmtree(d, ignore_errors=True)
-                removed += 1
-        except OSError:  # another request pruned it first
-            continue
-    return removed
-
-
 def request_dir() -> Path:
-    """A fresh folder for one request's downloads (old ones pruned)."""
-    OUT_ROOT.mkdir(parents=True, exist_ok=True)
-    prune_outputs(OUT_ROOT, OUT_MAX_AGE_S)
-    return Path(tempfile.mkdtemp(prefix="req-", dir=OUT_ROOT))
+    """A fresh folder for one request's downloads, in the app's budgeted folder (``ui/disk.py``: old
+    and, past the cap, oldest entries pruned first)."""
+    return new_folder("req-")
 
 
 def write_trace(trace: Trace, outdir: Path, stem: str) -> str:

@@ -11,8 +11,9 @@ pyarrow, traces are validated like any uploaded trace.
 from __future__ import annotations
 
 import os
-import tempfile
+import re
 import zipfile
+import zlib
 from pathlib import Path
 
 import gradio as gr
@@ -20,9 +21,11 @@ import gradio as gr
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.extras import MissingExtra
 from mudiff_viz.ui.clickplot import PLOTLY_JS, ClickPlot
-from mudiff_viz.ui.common import OUT_ROOT, ROOT, file_path, user_errors
+from mudiff_viz.ui import disk
+from mudiff_viz.ui.common import ROOT, file_path, user_errors
 from mudiff_viz.ui.corpus_pages import corpus_page_image
 from mudiff_viz.ui.player import Player
+from mudiff_viz.ui.slot import trims_after
 from mudiff_viz.views import tables
 from mudiff_viz.views.labels import counted
 from mudiff_viz.views.page_image import image_data_url
@@ -31,7 +34,7 @@ from mudiff_viz.views.player import player_payload
 try:  # the corpus extra (pyarrow, duckdb): without it the tab says which extra to install
     from mudiff_viz.corpus.report import tables_markdown
     from mudiff_viz.corpus.stats import corpus_figures, corpus_tables
-    from mudiff_viz.corpus.store import TraceStore, check_run_id, load_page_trace
+    from mudiff_viz.corpus.store import TraceStore, check_run_id, load_page_trace, unreadable_file
 
     CORPUS_MISSING: str | None = None
 except MissingExtra as exc:
@@ -44,7 +47,7 @@ def need_corpus() -> None:
 
 
 EXAMPLE_STORE = ROOT / "assets" / "corpus"  # a small store made by scripts (see docs/corpus.md), when present
-UPLOADED_STORES = OUT_ROOT / "stores"  # the app's own output folder: uploaded .zip stores unpack here
+UPLOADED_STORES = disk.STORES  # in the app's budgeted folder: uploaded .zip stores unpack here
 MAX_ZIP_BYTES = 200_000_000  # unpacked size of an uploaded store
 MAX_ZIP_FILES = 5_000
 FIGURES = ("cer_by_level", "tokens_per_forward", "calibration", "step_by_position", "lateness_by_class",
@@ -93,19 +96,24 @@ def resolve_store(path_text: str | None) -> Path:
     if not text:
         raise UserInputError("type the folder of a corpus store (python -m mudiff_viz corpus run ... --out DIR), "
                              "or upload one as a .zip")
+    if "\0" in text:
+        raise UserInputError("the store folder's name holds a NUL byte")
+    shown = text if len(text) <= 80 else text[:79] + "…"  # a visitor's text is echoed at most 80 characters long
     path = Path(text).expanduser()
     path = (path if path.is_absolute() else Path.cwd() / path).resolve()
     if not under_roots(path):
-        raise UserInputError(f"{text} is outside the folders this app may open stores from "
+        raise UserInputError(f"{shown} is outside the folders this app may open stores from "
                              "(set MUDIFF_CORPUS_ROOTS to allow more)")
     if not TraceStore(path).exists():
-        raise UserInputError(f"{text} is not a corpus store (no runs/ folder in it)")
+        raise UserInputError(f"{shown} is not a corpus store (no runs/ folder in it)")
     return path
 
 
 def unpack_store(zip_path: str) -> Path:
-    """An uploaded .zip of a store, unpacked into a fresh temporary folder (size, count and name
-    checked before anything is written; only .parquet files are kept)."""
+    """An uploaded .zip of a store, unpacked into a fresh folder of the app's budgeted folder
+    (``ui/disk.py``). Count and names are checked before anything is written; the unpacked size is
+    counted while unpacking (a zip's header can lie) against what the folder has room for; only
+    .parquet files are kept, and each must open. A refused upload is deleted at once."""
     try:
         archive = zipfile.ZipFile(zip_path)
     except (zipfile.BadZipFile, OSError):
@@ -114,9 +122,9 @@ def unpack_store(zip_path: str) -> Path:
         members = [m for m in archive.infolist() if not m.is_dir()]
         if len(members) > MAX_ZIP_FILES:
             raise UserInputError(f"the .zip holds {len(members)} files (limit {MAX_ZIP_FILES})")
-        if sum(m.file_size for m in members) > MAX_ZIP_BYTES:
-            raise UserInputError(f"the .zip unpacks to more than {MAX_ZIP_BYTES // 1_000_000} MB: open a store that big "
-                                 "by its folder on the server")
+        declared = sum(m.file_size for m in members)
+        if declared > MAX_ZIP_BYTES:
+            raise too_big(MAX_ZIP_BYTES)
         names = [Path(m.filename) for m in members]
         if any(n.is_absolute() or ".." in n.parts for n in names):
             raise UserInputError("the .zip has file names outside its own folder")
@@ -129,15 +137,44 @@ def unpack_store(zip_path: str) -> Path:
         if not own_private_folder(UPLOADED_STORES):
             raise UserInputError(f"{UPLOADED_STORES} belongs to another user or is writable by others: "
                                  "the app will not unpack stores there")
-        out = Path(tempfile.mkdtemp(prefix="store-", dir=UPLOADED_STORES))
-        for member, name in parquet:
-            if prefix != Path(".") and prefix not in name.parents:
-                continue
-            target = out / name.relative_to(prefix)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(member) as src, open(target, "wb") as dst:
-                dst.write(src.read(MAX_ZIP_BYTES + 1)[:MAX_ZIP_BYTES])
+        out = disk.new_folder("store-", UPLOADED_STORES)
+        try:
+            budget = min(MAX_ZIP_BYTES, disk.room(declared, keep=out))
+            written = 0
+            for member, name in parquet:
+                if prefix != Path(".") and prefix not in name.parents:
+                    continue
+                target = out / name.relative_to(prefix)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    with archive.open(member) as src:
+                        n = disk.copy_capped(src, target, budget - written)
+                except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
+                    raise UserInputError(f"the .zip is damaged or uses an unsupported format ({type(exc).__name__})") from None
+                if n < 0:
+                    raise too_big(budget)
+                written += n
+            bad = unreadable_file(out)
+            if bad:
+                raise UserInputError(f"the store's file {bad} is not a Parquet file that can be read")
+        except BaseException:
+            disk.remove(out)
+            raise
     return out
+
+
+def too_big(limit: int) -> UserInputError:
+    return UserInputError(f"the .zip unpacks to more than {limit / 1e6:.0f} MB (the most this app keeps for an upload "
+                          "now): open a store that big by its folder on the server")
+
+
+def store_error(exc: Exception, store: Path) -> UserInputError:
+    """A store DuckDB or pyarrow cannot read, in one line with no server path in it."""
+    text = (str(exc).splitlines() or [""])[0]
+    for path in (str(store.resolve()), str(store)):
+        text = text.replace(path + "/", "").replace(path, store.name)
+    text = re.sub(r"(?<![\w.])/(?:[^\s'\"/]+/)+", "", text)  # any other absolute folder on the server
+    return UserInputError(f"the store cannot be read: {type(exc).__name__}: {text[:200]}")
 
 
 def run_choices(store: Path) -> list[str]:
@@ -172,14 +209,22 @@ def _cell(value):
 
 
 @user_errors
+@trims_after
 def open_corpus(path_text, upload, run):
     """Open a store (the uploaded .zip when there is one, else the typed folder)."""
     need_corpus()
     zip_path = file_path(upload)
     store = resolve_store(str(unpack_store(zip_path))) if zip_path else resolve_store(path_text)
-    choices = run_choices(store)
-    run = run if run in choices else ALL_RUNS
-    shown = open_store(store, run)
+    try:
+        choices = run_choices(store)
+        run = run if run in choices else ALL_RUNS
+        shown = open_store(store, run)
+    except Exception as exc:
+        if zip_path:  # a refused upload leaves nothing behind
+            disk.remove(store)
+        if type(exc).__module__.split(".")[0] in ("duckdb", "pyarrow", "_duckdb"):
+            raise store_error(exc, store) from None
+        raise
     return (str(store), gr.update(choices=choices, value=run), shown["status"], shown["overview"],
             *(shown[n] for n in FIGURES), shown["tables"])
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from mudiff_viz.core.errors import UserInputError
-from mudiff_viz.ui.common import OUT_MAX_AGE_S, OUT_ROOT, TRACES
+from mudiff_viz.ui.common import TRACES
+from mudiff_viz.ui.disk import OUT_ROOT, room
 
-KEPT = OUT_ROOT / "links"  # uploaded traces a link can reopen (pruned with the other request files)
+KEPT_PREFIX = "req-link-"  # an uploaded trace a link can reopen: a request folder, budgeted and pruned as one (ui/disk.py)
 NAME = re.compile(r"^[A-Za-z0-9._-]{1,80}$")
 UPLOAD = re.compile(r"^upload-([0-9a-f]{16})$")
 MAX_FRAME = 10_000_000
@@ -63,7 +63,7 @@ def parse_link(params: Mapping[str, str], lesson_keys: tuple[str, ...]) -> Link:
 def trace_file(name: str) -> Path:
     """The file a link's trace name stands for: a bundled trace, or an upload still kept."""
     m = UPLOAD.match(name)
-    path = KEPT / f"{m.group(1)}.json" if m else TRACES / f"{name}.json"
+    path = OUT_ROOT / f"{KEPT_PREFIX}{m.group(1)}" / "trace.json" if m else TRACES / f"{name}.json"
     if not path.is_file():
         what = "uploaded trace is no longer kept by the server (uploads are kept for an hour)" if m else \
             f"bundled trace {name!r}"
@@ -77,17 +77,11 @@ def link_name(path: str | Path) -> str:
     if path.parent.resolve() == TRACES.resolve():
         return path.name.removesuffix(".json")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    KEPT.mkdir(parents=True, exist_ok=True)
-    now = time.time()
-    for old in KEPT.glob("*.json"):  # kept as long as the request files, then gone
-        try:
-            if now - old.stat().st_mtime > OUT_MAX_AGE_S:
-                old.unlink()
-        except OSError:
-            continue
-    kept = KEPT / f"{digest}.json"
-    if not kept.exists():
-        shutil.copyfile(path, kept)
+    kept = OUT_ROOT / f"{KEPT_PREFIX}{digest}"
+    if not (kept / "trace.json").exists():
+        room(path.stat().st_size)
+        kept.mkdir(mode=0o700, parents=True, exist_ok=True)
+        shutil.copyfile(path, kept / "trace.json")
     return f"upload-{digest}"
 
 

@@ -14,6 +14,7 @@ import ctypes
 import ctypes.util
 import functools
 import gc
+import inspect
 import threading
 from typing import Callable, TypeVar
 
@@ -73,5 +74,30 @@ def model_slot(fn: F) -> F:
                     idle = _held[0] == 0
                 if idle:
                     _trim_when_idle()
+
+    return wrapper  # type: ignore[return-value]
+
+
+def trims_after(fn: F) -> F:
+    """Trim the heap once ``fn`` (a model-free request that may hold hundreds of MB: a trace replay,
+    an uploaded store) has finished, as a model slot does when it falls free; a generator is trimmed
+    after its last frame. The trim still waits for every model slot to be free."""
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def gen_wrapper(*args, **kwargs):
+            try:
+                yield from fn(*args, **kwargs)
+            finally:
+                _trim_when_idle()
+
+        return gen_wrapper  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _trim_when_idle()
 
     return wrapper  # type: ignore[return-value]

@@ -15,11 +15,13 @@ from mudiff_viz.ui.capacity import LIGHT_SLOTS, LIGHT_WORK
 from mudiff_viz.ui.links import link_name, with_link
 from mudiff_viz.ui.common import PAGE_TYPES, example_traces, file_path, request_dir, user_errors, write_text
 from mudiff_viz.ui.player import Player
+from mudiff_viz.ui.slot import trims_after
 from mudiff_viz.ui.results import cleared, files, ordered, plot, warning_update
 from mudiff_viz.views import figures, tables
 from mudiff_viz.views.export import standalone_compare_html, standalone_html_from_payload, trace_title
 from mudiff_viz.views.page_image import image_data_url
 from mudiff_viz.views.player import compare_payload, player_payload
+from mudiff_viz.views.warnings import alignment_notes
 
 OUTPUTS = ("status", "warning", "player", "fig_order", "fig_conf", "fig_tpf", "downloads", "table", "fig_wall")
 
@@ -47,8 +49,9 @@ def trace_outputs(traces: list[Trace], images: list[str | None], paths: list[str
         remember_page(paths[0], img)
         payload = with_link(player_payload(t, image_url=img), {"trace": link_name(paths[0])})
         html_path = write_text(standalone_html_from_payload(payload, trace_title(t)), outdir, "replay.html")
+        notes = "".join(f"  \n⚠ {n}" for n in alignment_notes(t))
         return {
-            "status": tables.summary_markdown(t), "warning": warning_update([t]), "player": payload,
+            "status": tables.summary_markdown(t) + notes, "warning": warning_update([t]), "player": payload,
             "fig_order": plot(figures.order_or_drafts(t)), "fig_conf": plot(figures.confidence_histogram([t])),
             "fig_tpf": plot(figures.tokens_per_forward([t])), "downloads": files([*paths, html_path]),
             "table": gr.update(visible=False), "fig_wall": gr.update(visible=False),
@@ -61,7 +64,8 @@ def trace_outputs(traces: list[Trace], images: list[str | None], paths: list[str
     html_path = write_text(standalone_compare_html([a, b], [ia, ib], "AR vs diffusion"), outdir, "compare.replay.html")
     fig_wall, title = figures.untitled(figures.progress_curves([a, b], "wall"))
     return {
-        "status": tables.summary_markdown(a) + "  \n" + tables.summary_markdown(b),
+        "status": "  \n".join([tables.summary_markdown(a), tables.summary_markdown(b),
+                                *(f"⚠ {n}" for n in alignment_notes(a) + alignment_notes(b))]),
         "warning": warning_update([a, b]), "player": payload,
         "fig_order": plot(figures.commit_order_heatmap(b if b.decoder == "diffusion" else a)),
         "fig_conf": plot(figures.confidence_histogram([a, b])), "fig_tpf": plot(figures.tokens_per_forward([a, b])),
@@ -81,6 +85,7 @@ def replay(paths: list[str], page_file=None) -> dict:
 
 
 @user_errors
+@trims_after
 def view_traces(files, page_file=None):
     """Replay one saved trace, or two (AR + diffusion) on one clock; no model is loaded."""
     yield ordered(cleared(OUTPUTS, "Loading the trace…", "Loading the trace…"), OUTPUTS)
@@ -89,6 +94,7 @@ def view_traces(files, page_file=None):
 
 
 @user_errors
+@trims_after
 def view_example(kind: str = "diffusion"):
     """A bundled example trace ("diffusion", "ar") or the AR + diffusion pair ("compare")."""
     ex = example_traces()

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import math
 
-from rapidfuzz.distance import Levenshtein
-
+from mudiff_viz.core.align import opcodes
+from mudiff_viz.core.limits import current
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.order import occluded_spans, occluded_tokens
 from mudiff_viz.core.trace import Trace, clock_bound
@@ -77,13 +77,15 @@ def token_correctness(region) -> list[int]:
     """Per token of a region: 1 if all its characters match the ground truth, 0 if not, -1 unknown.
 
     Characters are matched by the Levenshtein alignment of the region's text with its ground truth;
-    stop tokens and regions without ground truth are unknown.
+    stop tokens, regions without ground truth and regions too long to align (``max_align_chars``) are
+    unknown.
     """
-    if region.gt_text is None:
-        return [-1] * len(region.tokens)
     hyp = "".join(t.text for t in region.tokens)
+    ops = None if region.gt_text is None else opcodes(hyp, region.gt_text)
+    if ops is None:
+        return [-1] * len(region.tokens)
     ok = [False] * len(hyp)
-    for op in Levenshtein.opcodes(hyp, region.gt_text):
+    for op in ops:
         if op.tag == "equal":
             for k in range(op.src_start, op.src_end):
                 ok[k] = True
@@ -93,6 +95,13 @@ def token_correctness(region) -> list[int]:
         out.append(-1 if t.stop or n == 0 else int(all(ok[pos : pos + n])))
         pos += n
     return out
+
+
+def shown_gt(text: str | None) -> str | None:
+    """Ground truth as the player shows it: cut at ``max_align_chars`` (a trace may carry megabytes
+    of it, and the browser would hold every character in the page)."""
+    cap = current().max_align_chars
+    return text if text is None or len(text) <= cap else text[:cap] + "…"
 
 
 def slots(trace: Trace, partial: bool = False) -> dict:
@@ -342,7 +351,7 @@ def player_payload(trace: Trace, image_url: str | None = None, label: str | None
         "params": {k: v for k, v in trace.params.items() if not isinstance(v, (dict, list))},
         "metrics": m.to_dict(),
         "text": trace.text,
-        "gt_text": trace.gt_text,
+        "gt_text": shown_gt(trace.gt_text),
         "page": {
             "w": trace.page.width, "h": trace.page.height, "source": trace.page.source, "image": image_url,
             "occluded": [o.box for o in trace.page.occluded],
@@ -366,7 +375,7 @@ def player_payload(trace: Trace, image_url: str | None = None, label: str | None
         "regions": [
             {
                 "bbox": r.bbox, "kind": r.kind, "start": sl["region_start"][i], "n": len(r.tokens),
-                "n_generated": r.n_generated, "text": r.text, "gt": r.gt_text,
+                "n_generated": r.n_generated, "text": r.text, "gt": shown_gt(r.gt_text),
             }
             for i, r in enumerate(trace.regions)
         ],

@@ -8,6 +8,7 @@ garbage as text.
 
 from __future__ import annotations
 
+from mudiff_viz.core.align import alignable, alignment_note
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.views.labels import counted
 
@@ -48,3 +49,10 @@ def decode_warnings(trace: Trace, clean_page: bool = False) -> list[str]:
         elif len(short) == len(regions):
             out.append("The regions found hold almost no text: this does not look like a page of printed text.")
     return out
+
+
+def alignment_notes(trace: Trace) -> list[str]:
+    """One sentence per region whose ground truth is too long to align: its tokens are shown
+    uncoloured (neither right nor wrong), which the view must say."""
+    return [alignment_note(i, r.text, r.gt_text) for i, r in enumerate(trace.regions)
+            if r.gt_text is not None and not alignable(r.text, r.gt_text)]
