@@ -275,3 +275,13 @@ def test_cli_view_writes_the_offline_replay(tmp_path):
     assert main(["view", str(traces[0]), "--html", str(out)]) == 0
     html = out.read_text(encoding="utf-8")
     assert "MudiffPlayer.mount" in html and "data:image/jpeg;base64," in html  # the bundled page, found by hash
+
+
+def test_a_decode_cut_at_its_limit_says_so_in_the_summary_and_the_player(client):
+    """Three tokens per line: every line of the sample stops at its limit, not at a stop token;
+    the status line and the player's payload (its pane title) say where it was cut."""
+    out = decode(client, decoder="ar", max_new_tokens=3)
+    trace = Trace.load(out["downloads"][0])
+    assert trace.metrics.truncated == "cut at 3 tokens, 15 of 15 regions"
+    assert "⚠ truncated: cut at 3 tokens, 15 of 15 regions" in out["status"]
+    assert out["player"]["metrics"]["truncated"] == trace.metrics.truncated
