@@ -90,7 +90,8 @@ def test_the_release_preset_gives_each_kind_of_weights_its_own_values():
     diffusion, changed = for_weights(params, "diffusion")
     assert (diffusion.temperature, diffusion.max_new_tokens, changed) == (1.0, 4096, {})
     ar, changed = for_weights(params, "ar")
-    assert (ar.temperature, ar.max_new_tokens) == (0.0, 6000) and changed == {"temperature": 0.0, "max_new_tokens": 6000}
+    assert (ar.temperature, ar.max_new_tokens) == (0.0, 6000)
+    assert changed == {"temperature": 0.0, "max_new_tokens": 6000}
     own = make_params(limits, **preset_knobs("release", {"temperature": 0.7, "max_new_tokens": 64}, 6000))
     assert for_weights(own, "ar")[0].temperature == 0.7 and for_weights(own, "ar")[0].max_new_tokens == 64
     ours = make_params(limits, **preset_knobs(None, {"temperature": 1.0}, 6000))

@@ -34,8 +34,9 @@ def add_knob_flags(p: argparse.ArgumentParser) -> None:
             continue
         choices = knob.choices() if knob.choices else None
         default = "the model's own" if knob.kind is bool and knob.default is None else knob.default
-        p.add_argument(f"--{knob.name.replace('_', '-')}", type=knob.parse if knob.kind is bool else knob.kind, default=None, choices=choices,
-                       metavar="{on,off}" if knob.kind is bool else None, help=f"{knob.help} (default {default})")
+        p.add_argument(f"--{knob.name.replace('_', '-')}", type=knob.parse if knob.kind is bool else knob.kind,
+                       default=None, choices=choices, metavar="{on,off}" if knob.kind is bool else None,
+                       help=f"{knob.help} (default {default})")
 
 
 def knobs_from(args) -> dict:

@@ -279,7 +279,8 @@ def for_weights(params: DecodeParams, kind: str) -> tuple[DecodeParams, dict[str
     if not changed:
         return params, {}
     fielded = {k: v for k, v in changed.items() if k in {f.name for f in fields(DecodeParams)}}
-    return replace(params, **fielded, more={**params.more, **{k: v for k, v in changed.items() if k not in fielded}}), changed
+    more = {k: v for k, v in changed.items() if k not in fielded}
+    return replace(params, **fielded, more={**params.more, **more}), changed
 
 
 def with_model_knobs(params: DecodeParams, *backends: Any) -> DecodeParams:

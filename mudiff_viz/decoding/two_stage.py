@@ -45,7 +45,8 @@ def decode_two_stage(
         return merge_traces([layout_trace], extra_params=extra)
     if batch:
         return decode_batches(page, blocks, lambda regions, own: decode(backend, page, regions, own, None), params,
-                              layout_trace, extra, progress, lambda region: pass_params(backend, params, task_of(region)))
+                              layout_trace, extra, progress,
+                              lambda region: pass_params(backend, params, task_of(region)))
     return decode_sequential(backend, page, blocks, decode, params, progress, before=[layout_trace], extra_params=extra,
                              snapshot=snapshot, params_for=lambda region: pass_params(backend, params, task_of(region)))
 
