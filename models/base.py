@@ -58,6 +58,11 @@ class Backend:
     # the AR repetition rules its own client uses: {set name: {task: RepetitionRules fields}}, the
     # default set first (mudiff_viz/decoding/repetition.py; the ``repetition`` knob's ``auto``)
     client_repetition: dict[str, dict[str, dict[str, float]]] = {}
+    # the page as this model reads it: straightened and relit first (mudiff_viz/inputs/scan.py), as
+    # the nano pairs were trained; a model that is shipped without it (MinerU) says False
+    straightens: bool = True
+    # per-task token limits of the model's shipped client ({task: tokens}; empty: none but max tokens)
+    task_tokens: dict[str, int] = {}
     # regions: the unit mudiff_viz.inputs cuts the page into for this model (lines, text blocks),
     # handed in by the pipeline; None: the model makes its own with regions() (the whole page)
     region_unit: RegionUnit | None = None

@@ -275,3 +275,26 @@ def test_cli_view_writes_the_offline_replay(tmp_path):
     assert main(["view", str(traces[0]), "--html", str(out)]) == 0
     html = out.read_text(encoding="utf-8")
     assert "MudiffPlayer.mount" in html and "data:image/jpeg;base64," in html  # the bundled page, found by hash
+
+
+def test_a_decode_cut_at_its_limit_says_so_in_the_summary_and_the_player(client):
+    """Three tokens per line: every line of the sample stops at its limit, not at a stop token;
+    the status line and the player's payload (its pane title) say where it was cut."""
+    out = decode(client, decoder="ar", max_new_tokens=3)
+    trace = Trace.load(out["downloads"][0])
+    assert trace.metrics.truncated == "cut at 3 tokens, 15 of 15 regions"
+    assert "⚠ truncated: cut at 3 tokens, 15 of 15 regions" in out["status"]
+    assert out["player"]["metrics"]["truncated"] == trace.metrics.truncated
+
+
+def test_release_settings_leave_the_ar_model_greedy(client):
+    """What the Release settings button sends (preset release, temperature 1.0): the AR model runs as
+    its client ships it, greedy, so two seeds give one text; the trace says what ran."""
+    traces = [Trace.load(decode(client, decoder="ar", preset="release", temperature=1.0, seed=s)["downloads"][0])
+              for s in (0, 1)]
+    assert traces[0].text == traces[1].text
+    for t in traces:
+        assert t.params["preset"] == "release" and t.params["temperature"] == 0.0
+        assert t.params["preset_for_weights"]["temperature"] == 0.0
+    diffusion = Trace.load(decode(client, preset="release", temperature=1.0)["downloads"][0])
+    assert diffusion.params["temperature"] == 1.0 and "preset_for_weights" not in diffusion.params

@@ -237,6 +237,9 @@ def test_release_settings_and_our_defaults_buttons_set_the_knobs(page):
                            timeout=10_000)
     assert (value("block-length"), value("steps"), value("threshold"), value("max-new-tokens")) == ("32", "32", "0.95",
                                                                                                     "4096")
+    page.get_by_text("More knobs", exact=False).first.click()  # the folded knobs
+    assert page.locator("#decode-preset input").input_value() == "release"  # recorded: an AR model runs as shipped
+    assert page.locator("#decode-straighten input").input_value() == "the model's own"
     page.locator("#decode-preset-defaults").click()
     page.wait_for_function("() => document.querySelector('#decode-temperature input[type=number]').value === '0'",
                            timeout=10_000)

@@ -77,7 +77,7 @@ def test_the_release_preset_sits_under_the_knobs_given():
     assert {k: release[k] for k in ("temperature", "block_length", "steps", "threshold", "max_new_tokens")} == {
         "temperature": 1.0, "block_length": 32, "steps": 32, "threshold": 0.95, "max_new_tokens": 4096}
     ours = preset_knobs(None)
-    assert {k for k in ours if ours[k] != release[k]} == {"temperature", "max_new_tokens"}  # the two we differ in
+    assert {k for k in ours if ours[k] != release[k]} == {"temperature", "max_new_tokens", "preset"}  # 2 knobs + name
     assert preset_knobs("release", {"temperature": 0.0, "steps": None})["temperature"] == 0.0
     assert preset_knobs("release", None, max_new_tokens_limit=2048)["max_new_tokens"] == 2048
     with pytest.raises(UserInputError, match="unknown preset 'fast'"):

@@ -513,3 +513,17 @@ def test_streamed_snapshots_keep_the_users_place(open_player, payloads):
     n4 = payloads["sequential"]["clock"]["n"]
     assert pg.eval_on_selector("#player .mp-scrub", "el => [Number(el.value), Number(el.max)]") == [n4, n4]
     assert "playing" not in pg.get_attribute("#player .play", "class")
+
+
+def test_a_cut_decode_says_where_in_the_pane_title(open_player, payloads, tmp_path):
+    """A region that stopped at its token limit (metrics.truncated) is named in the pane's title;
+    a decode that finished every line shows no such note."""
+    cut = payloads["traces"]["short"].metrics.truncated
+    assert cut and cut.startswith("cut at 32 tokens")
+    pg = open_player(payloads["short"], "short")
+    assert pg.inner_text("#player .mp-pane-title .mp-cut") == f"⚠ {cut}"
+    assert pg.locator("#player .mp-pane-title .mp-cut").is_visible()
+    pg.screenshot(path=str(tmp_path / "cut.png"))
+    assert payloads["traces"]["batched"].metrics.truncated is None
+    pg = open_player(payloads["batched"], "batched")
+    assert pg.locator("#player .mp-cut").count() == 0

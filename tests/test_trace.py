@@ -178,7 +178,9 @@ def test_optional_metrics_are_absent_when_unset(trace):
 
     d = trace.to_dict()["metrics"]
     assert list(d) == ["nfe", "commit_passes", "batched_forwards", "tokens", "text_chars", "tokens_per_forward",
-                       "wall_s", "prefill_s", "decode_s", "time_to_first_token_s", "recording_s"]  # the page has no truth
+                       "wall_s", "prefill_s", "decode_s", "time_to_first_token_s", "recording_s",
+                       "truncated"]  # the page has no truth; row 1 writes no stop token in its 24
+    assert d["truncated"] == "cut at 24 tokens, 1 of 2 regions"
     assert "cer" not in trace.metrics and trace.metrics.cer is None and dict(trace.metrics) == d
     full = copy.deepcopy(trace)
     full.metrics.truncated, full.metrics.cer, full.metrics.regions_decoded = "time limit of 1 s", 0.25, 2

@@ -12,6 +12,7 @@ from mudiff_viz.core.types import Region, joined_chars
 
 class MinerUBackend(Backend):
     text: ChatText
+    straightens = False  # the release and MinerU2.5's client read the page as it is (no deskew, no relighting)
 
     def regions(self, page) -> list[Region]:
         """The whole page, recognised as text (the layout parse is the pipeline's mode 'layout')."""

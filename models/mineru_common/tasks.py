@@ -21,6 +21,9 @@ LAYOUT_PROMPTS = {"detection": "\nLayout Detection:", "analysis": "\nLayout Anal
 DEFAULT_LAYOUT_PROMPT = "detection"
 LAYOUT_PROMPT = LAYOUT_PROMPTS[DEFAULT_LAYOUT_PROMPT]
 LAYOUT_IMAGE_SIZE = (1036, 1036)  # 37 x 37 merged patches = 1369 image tokens
+# MinerU-Diffusion's release: tokens per pass of its two-stage parse (docs/real-models.md#the-decoding-loop).
+# MinerU2.5's client (mineru-vl-utils 2.0.x) sets no max_new_tokens: generate runs to the model's context.
+RELEASE_TASK_TOKENS = {"layout": 2048, "table": 2048, "text": 1024, "formula": 1024}
 
 
 def page_region(width: float, height: float, gt_text: str | None = None) -> Region:

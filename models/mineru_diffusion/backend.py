@@ -22,7 +22,7 @@ from models.mineru_common.backend import MinerUBackend
 from models.mineru_common.checkpoint import check_keys, load_state_dict, read_json
 from models.mineru_common.device import dtype_for, graphs_wanted
 from models.mineru_common.imaging import ImagePreprocessor
-from models.mineru_common.tasks import TEXT_PROMPT
+from models.mineru_common.tasks import RELEASE_TASK_TOKENS, TEXT_PROMPT
 from models.mineru_common.text import ChatText
 from models.mineru_diffusion.batch import BatchKVCache, batch_block_forward, batch_prefill
 from models.mineru_diffusion.graphs import BlockGraphs
@@ -67,6 +67,7 @@ class MinerUDiffusionBackend(MinerUBackend):
     kind = "diffusion"
     can_batch_regions = True  # several regions in one batch on request (batches_regions stays False)
     prefill_follows_block_length = True  # the prompt is prefilled in blocks of the decode's block length
+    task_tokens = RELEASE_TASK_TOKENS  # the release's tokens per pass of its two-stage parse
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", spec: str | None = None) -> None:
         model_dir = Path(model_dir)

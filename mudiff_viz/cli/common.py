@@ -26,12 +26,18 @@ def add_knob_flags(p: argparse.ArgumentParser) -> None:
     """``--block-length``, ``--steps``, ... one flag per decode knob, and ``--preset`` (a named set
     of knob values under the flags given)."""
     p.add_argument("--preset", choices=tuple(PRESETS), default="defaults",
-                   help="release: the MinerU-Diffusion release's demo settings (temperature 1.0, block 32, steps 32, "
-                        "threshold 0.95, 4096 tokens); flags given as well win (default: our defaults)")
+                   help="release: each model as shipped: MinerU-Diffusion with the release's demo settings "
+                        "(temperature 1.0, block 32, steps 32, threshold 0.95, 4096 tokens), an AR model with its "
+                        "own client's (MinerU2.5: greedy, its 100-gram rule, no cap below the limits); flags given "
+                        "as well win (default: our defaults)")
     for knob in KNOBS:
+        if knob.name == "preset":  # the flag above
+            continue
         choices = knob.choices() if knob.choices else None
-        p.add_argument(f"--{knob.name.replace('_', '-')}", type=knob.kind, default=None, choices=choices,
-                       help=f"{knob.help} (default {knob.default})")
+        default = "the model's own" if knob.kind is bool and knob.default is None else knob.default
+        p.add_argument(f"--{knob.name.replace('_', '-')}", type=knob.parse if knob.kind is bool else knob.kind,
+                       default=None, choices=choices, metavar="{on,off}" if knob.kind is bool else None,
+                       help=f"{knob.help} (default {default})")
 
 
 def knobs_from(args) -> dict:
@@ -69,6 +75,10 @@ def summary_line(trace) -> str:
         parts.append(f"cuda-graphs={trace.params['cuda_graphs']}")
     if trace.page.skew is not None:
         parts.append(f"skew={trace.page.skew.angle:+.1f}deg")
+        if trace.page.skew.relit:
+            parts.append(f"relit={trace.page.skew.relit:.1f}")
+    elif trace.params.get("straighten") is False:
+        parts.append("straighten=off")
     if m.cer is not None:
         parts.append(f"CER={100 * m.cer:.2f}%")
     if m.truncated:

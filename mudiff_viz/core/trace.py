@@ -111,6 +111,7 @@ class Skew:
     angle: float  # degrees, counter-clockwise, the text ran at on the uploaded image
     width: float  # the uploaded image's pixels
     height: float
+    relit: float = 0.0  # mean grey levels changed by evening the lighting (0: left as it was)
 
 
 @dataclass
@@ -195,7 +196,7 @@ class Metrics(Mapping):
     accepted: int | None = when_set()  # drafts kept
     anchor_hits: int | None = when_set()  # forwards whose next drafts came from an anchored (runner-up) branch
     cer: float | None = when_set()  # against gt_text, when the page has a ground truth
-    truncated: str | None = when_set()  # why the decode stopped early (a time limit)
+    truncated: str | None = when_set()  # why the decode stopped early: a time limit, or "cut at N tokens"
 
     def __getitem__(self, key: str) -> Any:
         f = self.__dataclass_fields__.get(key) if isinstance(key, str) else None

@@ -34,7 +34,7 @@ from mudiff_viz.corpus.store import TraceStore
 from mudiff_viz.corpus.worker import DecodeConfig, PageDecoder, PageTask, Rows, merge_rows, process_usage
 from mudiff_viz.decoding.decoders import get_decoder
 from mudiff_viz.decoding.pipeline import make_params
-from mudiff_viz.decoding.settings import KNOBS
+from mudiff_viz.decoding.settings import KNOBS, for_weights
 from mudiff_viz.inputs.pages import read_source
 from mudiff_viz.probes.bench import parse_models
 
@@ -189,8 +189,9 @@ def run_corpus(
     if missing:
         raise UserInputError(f"no model given for decoder(s) {', '.join(missing)}")
     params = make_params(limits, **(knobs or {}))
-    if params.temperature != 0:
-        raise UserInputError("a corpus decodes deterministically: the temperature must be 0")
+    sampled = [d for d in decoders if for_weights(params, get_decoder(d).backend_kind)[0].temperature != 0]
+    if sampled:  # checked per decoder: a preset gives an AR model its own client's (greedy) settings
+        raise UserInputError(f"a corpus decodes deterministically: the temperature must be 0 ({sampled[0]} samples)")
     if threads < 1 or (workers is not None and workers < 1):
         raise UserInputError("workers and threads must be at least 1")
     if workers and workers > 1 and ray_address is None:

@@ -79,6 +79,21 @@ def joined_text(regions: list[RegionRecord]) -> tuple[str, str | None]:
     return text, gt
 
 
+def limit_cut(run) -> str | None:
+    """Why regions stopped at their token limit rather than at a stop token ("cut at 1024 tokens"),
+    or None. A diffusion region writes whole blocks, so it may hold more than ``max_new_tokens``:
+    the reason then says so."""
+    limit = run.params.max_new_tokens
+    cut = [s.n_generated for s in run.states
+           if s.n_generated >= limit and not any(t in run.stop_set for t in s.ids)]
+    if not cut:
+        return None
+    n = max(cut)
+    why = f" (max tokens {limit}, written in whole blocks of {run.params.block_length})" if n > limit else ""
+    regions = f", {len(cut)} of {len(run.states)} regions" if len(run.states) > 1 else ""
+    return f"cut at {n} tokens{why}{regions}"
+
+
 def build_trace(run, ctx) -> Trace:
     """Assemble the Trace of a finished :class:`~mudiff_viz.decoding.run.DecodeRun`."""
     backend, clock = run.backend, run.clock
@@ -113,8 +128,10 @@ def build_trace(run, ctx) -> Trace:
     seen.update(dict.fromkeys(t.id for r in records for t in r.tokens))
     vocab = {str(i): backend.token_text(i) for i in seen}
     text, gt_text = joined_text(records)
+    reasons = [r for r in (run.truncated, limit_cut(run)) if r]
     metrics = run_metrics(records, run.seq_forwards, run.commit_passes, run.batched_forwards, wall, clock.prefill_s,
-                          text, gt_text, run.truncated, speculation=run.speculation, recording_s=recording_s)
+                          text, gt_text, "; ".join(reasons) or None, speculation=run.speculation,
+                          recording_s=recording_s)
     params = {**run.trace_params(), **({"release_stop_cut": moved} if moved else {})}
     return Trace(
         decoder=run.decoder, model=model_record(backend), params=params, page=page_record(run.page, run.regions),

@@ -37,6 +37,8 @@ def decode_diffusion(backend: BlockDenoiser, page, regions, params: DecodeParams
     run.frames_per_step = not params.fused
     policy = BlockScheduler(params, backend.mask_id, run.generator)
     n_blocks = max(1, math.ceil(params.max_new_tokens / params.block_length))
+    # whole blocks: a region may hold up to this many tokens (max_new_tokens rounded up to blocks)
+    run.extra_params["tokens_per_region_max"] = n_blocks * params.block_length
     for b in range(n_blocks):
         alive = run.alive()
         if not alive or run.halt():

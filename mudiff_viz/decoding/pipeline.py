@@ -12,7 +12,7 @@ from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.decoders import Decoder, get_decoder
 from mudiff_viz.decoding.observers import ProgressFn, Snapshot
 from mudiff_viz.decoding.sequential import decode_sequential
-from mudiff_viz.decoding.settings import MODES, DecodeParams
+from mudiff_viz.decoding.settings import MODES, DecodeParams, for_weights
 from mudiff_viz.decoding.two_stage import decode_two_stage
 from mudiff_viz.core.types import Region
 from mudiff_viz.inputs.page import Page
@@ -29,6 +29,7 @@ def make_params(limits: Limits | None = None, **knobs) -> DecodeParams:
         raise UserInputError(f"max new tokens {params.max_new_tokens} exceeds the limit of {limits.max_new_tokens}")
     if params.max_seconds is None:
         params.max_seconds = limits.max_decode_seconds
+    params.token_limit = limits.max_new_tokens
     return params
 
 
@@ -61,9 +62,10 @@ def decode_page(
     the decode goes, functions that build the trace so far (a streamed view calls them when it
     wants a frame; a batched two-stage parse streams no frames).
 
-    A page without a text layer is straightened first (lighting flattened, skew turned back:
-    inputs/scan.py); the trace's boxes are on the straightened page and ``page.skew`` maps them
-    back onto the uploaded image.
+    With the ``straighten`` knob on (the nano pairs' default; the MinerU models see the page as
+    their release and client do), a page without a text layer is straightened first (lighting
+    flattened, skew turned back: inputs/scan.py); the trace's boxes are on the straightened page
+    and ``page.skew`` maps them back onto the uploaded image.
     """
     dec = get_decoder(decoder)
     params = params or make_params()
@@ -72,6 +74,9 @@ def decode_page(
         raise UserInputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if mode != params.mode:
         params = replace(params, more={**params.more, "mode": mode})
+    params, shipped = for_weights(params, dec.backend_kind)
+    if shipped:  # the preset's values for these weights (an AR model's own client), recorded
+        params = replace(params, extra={**params.extra, "preset_for_weights": {"kind": dec.backend_kind, **shipped}})
     backend = backend or load_backend(model, dec.backend_kind)
     run = dec.run
     if dec.roles:
@@ -82,7 +87,9 @@ def decode_page(
         backend_limits = [backend.max_answer] if backend.max_answer else []
     if backend_limits and params.max_new_tokens > min(backend_limits):
         params = replace(params, max_new_tokens=min(backend_limits))
-    page = straighten(page)
+    params = replace(params, more={**params.more, "straighten": wants_straightening(params, backend)})
+    if params.straighten:
+        page = straighten(page)
     if batch_regions and not (backend.batches_regions or backend.can_batch_regions):
         raise UserInputError(f"{backend.name} decodes one region at a time")
     if mode == "layout":  # the detected blocks as batches only when asked (batch_regions=True)
@@ -95,6 +102,11 @@ def decode_page(
     if not batch and len(regions) > 1:
         return decode_sequential(backend, page, regions, run, params, progress, snapshot=snapshot)
     return run(backend, page, regions, params, progress, snapshot=snapshot)
+
+
+def wants_straightening(params: DecodeParams, backend) -> bool:
+    """The ``straighten`` knob, or when it is unset the model's own choice (``Backend.straightens``)."""
+    return bool(params.straighten) if params.straighten is not None else bool(getattr(backend, "straightens", True))
 
 
 def task_regions(backend, page: Page, task: str) -> list[Region]:

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from models.mineru_common.layout import LAYOUT_RULES
 from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.limits import current
 from mudiff_viz.decoding.repetition import RULE_SETS
 from mudiff_viz.decoding.strategies import strategy_names
 
@@ -25,15 +26,13 @@ BRANCHES = ("auto", "masks", "runner-up", "last")  # where self-speculation draf
 MODES = ("page", "layout")  # layout: layout detection first, then recognition per block (two_stage.py)
 TASKS = ("text", "table", "formula", "layout")  # the MinerU task prompts (models/mineru_common/tasks.py)
 TASK_LIMITS = ("release", "uniform")
-# the release's tokens per pass of its two-stage parse (docs/real-models.md#the-decoding-loop)
-RELEASE_TASK_TOKENS = {"layout": 2048, "table": 2048, "text": 1024, "formula": 1024}
 
 
 @dataclass(frozen=True)
 class Knob:
     name: str
     default: Any
-    kind: type  # int, float or str
+    kind: type  # int, float, str or bool (a bool knob's None: the model's own)
     label: str  # the app's control label
     help: str  # one line: the CLI's help and the app's info
     lo: float | None = None
@@ -48,6 +47,10 @@ class Knob:
     needs: str | None = None
 
     def check(self, value: Any) -> None:
+        if self.kind is bool:
+            if value is not None and not isinstance(value, bool):
+                raise UserInputError(f"{self.label.lower()} must be on or off, got {value!r}")
+            return
         if self.kind is str:
             names = self.choices() if self.choices else None
             if not isinstance(value, str) or (names and value not in names):
@@ -58,11 +61,22 @@ class Knob:
         if math.isnan(value) or (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
             raise UserInputError(f"{self.label.lower()} must be in {self.lo:g}..{self.hi:g}, got {value:g}")
 
+    def parse(self, text: str) -> Any:
+        """One value from its text (a CLI flag's): a bool knob takes on/off, true/false, yes/no, 1/0."""
+        if self.kind is not bool:
+            return self.kind(text)
+        word = text.strip().lower()
+        if word in ("on", "true", "yes", "1"):
+            return True
+        if word in ("off", "false", "no", "0"):
+            return False
+        raise ValueError(f"{self.label.lower()}: on or off, got {text!r}")
+
     def values(self, text: str) -> tuple:
         """Comma-separated values of this knob (a sweep's list), each converted and checked as its
         flag is."""
         try:
-            values = tuple(self.kind(x.strip()) for x in text.split(",") if x.strip())
+            values = tuple(self.parse(x.strip()) for x in text.split(",") if x.strip())
         except ValueError:
             raise UserInputError(f"{self.label.lower()}: comma-separated {self.kind.__name__} values, got {text!r}") from None
         for v in values:
@@ -93,8 +107,9 @@ KNOBS: list[Knob] = [
     Knob("task", "text", str, "Task", "page mode: the prompt the whole page is read with (text, table, formula or "
          "layout; MinerU models only, the nano pairs read text)", choices=lambda: TASKS),
     Knob("task_limits", "release", str, "Tokens per task", "layout mode: max tokens caps every pass; release = each task "
-         "also within the release's own limit (layout and tables 2048, text and formulas 1024: the release preset's "
-         "4096 gives exactly those); uniform = max tokens for every pass", choices=lambda: TASK_LIMITS, advanced=True),
+         "also within its model's shipped limit (MinerU-Diffusion's release: layout and tables 2048, text and formulas "
+         "1024; MinerU2.5's client: none); uniform = max tokens for every pass", choices=lambda: TASK_LIMITS,
+         advanced=True),
     Knob("layout_rules", "mineru-vl-utils", str, "Layout rules", "layout mode: how the layout answer becomes blocks "
          "and the page document; mineru-vl-utils = MinerU2.5's client 2.0.7; release = MinerU-Diffusion's end-to-end "
          "script (no duplicate or nesting rules, paratext left out of the document)", choices=lambda: LAYOUT_RULES,
@@ -138,6 +153,13 @@ KNOBS: list[Knob] = [
          needs="anchor_reach"),
     Knob("verifier", "", str, "Verifier", "the AR model that verifies (empty: the model's own AR twin)",
          decoders=(SPEC,), advanced=True),
+    Knob("straighten", None, bool, "Straighten scans", "turn a scan's skew back and even its lighting before "
+         "decoding (pages without a text layer); unset = the model's own: on for the nano pairs, off for the "
+         "MinerU models (their release and client do not)", advanced=True),
+    Knob("preset", "defaults", str, "Preset", "the named settings the other knobs started from; under release each "
+         "model runs as shipped: MinerU-Diffusion with the release's demo, an AR model with its own client's "
+         "settings (MinerU2.5: greedy, its n-gram rule, no token cap below the limits)",
+         choices=lambda: tuple(PRESETS), advanced=True),
 ]
 KNOB = {k.name: k for k in KNOBS}
 
@@ -151,6 +173,12 @@ PRESETS: dict[str, dict[str, Any]] = {
                 "strategy": "low_confidence_dynamic", "top_k": 0, "top_p": 1.0, "max_new_tokens": 4096,
                 "repetition": "auto"},
 }
+# What a preset means for other weights than the diffusion model's: "release" for an AR model is
+# MinerU2.5's own client (mineru-vl-utils 2.0.x: greedy, top_k 1; no max_new_tokens, so generate
+# stops only at the model's context): temperature 0 and the most tokens the limits allow (None).
+PRESET_BY_KIND: dict[str, dict[str, dict[str, Any]]] = {
+    "release": {AR: {"temperature": 0.0, "max_new_tokens": None}},
+}
 
 
 def preset_knobs(preset: str | None, knobs: dict[str, Any] | None = None, max_new_tokens_limit: int | None = None
@@ -161,7 +189,7 @@ def preset_knobs(preset: str | None, knobs: dict[str, Any] | None = None, max_ne
     if name not in PRESETS:
         raise UserInputError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
     values = {k.name: k.default for k in KNOBS}
-    values.update(PRESETS[name])
+    values.update(PRESETS[name], preset=name)
     if max_new_tokens_limit is not None and "max_new_tokens" in PRESETS[name]:
         values["max_new_tokens"] = min(values["max_new_tokens"], max_new_tokens_limit)
     values.update({k: v for k, v in (knobs or {}).items() if v is not None})
@@ -199,6 +227,7 @@ class DecodeParams:
     record: bool = True  # record every step (off: tokens, commit forwards and metrics only)
     fused: bool = False  # diffusion: no host round trip per denoising step (same result; decoding/diffusion.py)
     max_seconds: float | None = None  # wall-time budget of the decode
+    token_limit: int | None = None  # the most tokens per region the limits in force allow (make_params sets it)
     extra: dict[str, Any] = field(default_factory=dict)  # recorded in the trace as is (mode, probes ...)
 
     more: dict[str, Any] = field(default_factory=dict)  # values of knobs registered beyond the fields above
@@ -236,6 +265,27 @@ class DecodeParams:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def for_weights(params: DecodeParams, kind: str) -> tuple[DecodeParams, dict[str, Any]]:
+    """``params`` as the preset means them for weights of ``kind`` (:data:`PRESET_BY_KIND`): a
+    knob still at the preset's own value takes this kind's (None: the token limit in force); a
+    knob set to anything else stays as set. Returns the params and what changed (the trace records it)."""
+    own = PRESET_BY_KIND.get(params.preset, {}).get(kind, {})
+    shared = dict(PRESETS.get(params.preset, {}))
+    if params.token_limit is not None and "max_new_tokens" in shared:
+        shared["max_new_tokens"] = min(shared["max_new_tokens"], params.token_limit)
+    changed = {}
+    for name, value in own.items():
+        if name == "max_new_tokens" and value is None:
+            value = params.token_limit or current().max_new_tokens
+        if getattr(params, name) == shared.get(name, KNOB[name].default) and getattr(params, name) != value:
+            changed[name] = value
+    if not changed:
+        return params, {}
+    fielded = {k: v for k, v in changed.items() if k in {f.name for f in fields(DecodeParams)}}
+    more = {k: v for k, v in changed.items() if k not in fielded}
+    return replace(params, **fielded, more={**params.more, **more}), changed
 
 
 def with_model_knobs(params: DecodeParams, *backends: Any) -> DecodeParams:

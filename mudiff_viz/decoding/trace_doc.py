@@ -38,17 +38,23 @@ class Added:
 
 
 # In the order a trace records them, after the knobs and ``record`` (DecodeParams.for_trace) and
-# DecodeParams.extra: decoding/run.py (n_regions, cuda_graphs), decoding/diffusion.py (prefill_block, loop),
+# DecodeParams.extra: decoding/pipeline.py (preset_for_weights), decoding/run.py (n_regions, cuda_graphs),
+# decoding/diffusion.py (prefill_block, loop, tokens_per_region_max),
 # decoding/speculative.py (prefill_block), decoding/autoregressive.py (repetition_applied),
 # decoding/two_stage.py (mode, layout_prompt, layout_blocks, batched_blocks). tests/test_trace_doc.py checks that a
 # decode records no key missing here.
 PARAMS_ADDED: dict[str, Added] = {
+    "preset_for_weights": Added("object", 'what the preset changed for these weights: {"kind": "ar", knob: value} '
+                                '(an AR model under release runs as its own client: greedy, no cap below the limits)',
+                                when_set=True),
     "n_regions": Added("int", "regions in the trace (layout pass and undecoded regions included)"),
     "cuda_graphs": Added("str", '"on" | "off: MUDIFF_CUDA_GRAPHS=0" | "off: no CUDA" | "off: eager": whether the '
                          "forwards replayed as CUDA graphs (the release runs eagerly)"),
     "prefill_block": Added("int | null", "the prompt's prefill block (MinerU-Diffusion: the block length; "
                            "self-speculative: 1)", (DIFFUSION, *SPECULATIVE)),
     "loop": Added("str", '"eager" | "fused" (same tokens and clock; decoding/diffusion.py)', (DIFFUSION,)),
+    "tokens_per_region_max": Added("int", "the most tokens a region can hold: max_new_tokens rounded up to whole "
+                                   "blocks (the loop writes whole blocks)", (DIFFUSION,)),
     "repetition_applied": Added("object", 'the repetition rules in force: {"rules": set name, "by_task": {task: '
                                 '{no_repeat_ngram_size, repetition_penalty, presence_penalty, frequency_penalty}}} '
                                 '(decoding/repetition.py)', (AR,)),

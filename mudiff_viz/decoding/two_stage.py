@@ -17,7 +17,6 @@ from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.observers import ProgressFn
 from mudiff_viz.decoding.sequential import Decode, decode_sequential, merge_traces, placeholder
-from mudiff_viz.decoding.settings import RELEASE_TASK_TOKENS
 from mudiff_viz.inputs.page import Page
 
 
@@ -32,23 +31,24 @@ def decode_two_stage(
     def task_of(region) -> str:
         return backend.task_of(region.prompt) if hasattr(backend, "task_of") else "text"
 
-    layout_trace = decode(backend, page, [backend.layout_region(page, layout_prompt)], pass_params(params, "layout"),
-                          None)
+    layout_trace = decode(backend, page, [backend.layout_region(page, layout_prompt)],
+                          pass_params(backend, params, "layout"), None)
     blocks = backend.parse_layout(layout_trace.regions[0].text, page, params.layout_rules)
     region_tasks = ["layout"] + [None if b.meta.get("skip") else task_of(b) for b in blocks]
     tasks = [t for t in region_tasks if t is not None]
     extra = {"mode": "layout", "layout_prompt": layout_prompt, "layout_blocks": len(blocks),
              "layout_continues": [i + 1 for i, b in enumerate(blocks) if b.meta.get("continues")],
-             "task_tokens": {t: pass_params(params, t).max_new_tokens for t in dict.fromkeys(tasks)},
+             "task_tokens": {t: pass_params(backend, params, t).max_new_tokens for t in dict.fromkeys(tasks)},
              "batched_blocks": batch,
              "region_tasks": region_tasks}
     if not blocks:
         return merge_traces([layout_trace], extra_params=extra)
     if batch:
         return decode_batches(page, blocks, lambda regions, own: decode(backend, page, regions, own, None), params,
-                              layout_trace, extra, progress, lambda region: pass_params(params, task_of(region)))
+                              layout_trace, extra, progress,
+                              lambda region: pass_params(backend, params, task_of(region)))
     return decode_sequential(backend, page, blocks, decode, params, progress, before=[layout_trace], extra_params=extra,
-                             snapshot=snapshot, params_for=lambda region: pass_params(params, task_of(region)))
+                             snapshot=snapshot, params_for=lambda region: pass_params(backend, params, task_of(region)))
 
 
 def decode_batches(page, blocks, decode_batch, params, layout_trace: Trace, extra: dict, progress,
@@ -84,11 +84,13 @@ def decode_batches(page, blocks, decode_batch, params, layout_trace: Trace, extr
     return merge_traces(parts, extra_params=extra, truncated=truncated, order=[0, *slot])
 
 
-def pass_params(params, task: str):
+def pass_params(backend, params, task: str):
     """One pass's params: max_new_tokens is the ceiling of every pass; with ``task_limits``
-    "release" each task also stays within the release's own tokens for it (RELEASE_TASK_TOKENS:
-    under the release preset's 4096, layout and tables 2048, text and formulas 1024)."""
-    if params.task_limits != "release":
+    "release" each task also stays within its model's shipped limit for it (``backend.task_tokens``:
+    MinerU-Diffusion's release, layout and tables 2048, text and formulas 1024; MinerU2.5's client
+    sets none)."""
+    limits = getattr(backend, "task_tokens", None) or {}
+    if params.task_limits != "release" or not limits:
         return params
-    return replace(params, max_new_tokens=min(RELEASE_TASK_TOKENS.get(task, RELEASE_TASK_TOKENS["text"]),
+    return replace(params, max_new_tokens=min(limits.get(task, limits.get("text", params.max_new_tokens)),
                                               params.max_new_tokens))

@@ -46,15 +46,17 @@ class TextLine:
 @dataclass(frozen=True)
 class Straightening:
     """How a page was straightened: its text ran at ``angle`` degrees (counter-clockwise), so it
-    was turned by ``-angle`` about its centre; ``width`` x ``height`` is the uploaded image."""
+    was turned by ``-angle`` about its centre; ``width`` x ``height`` is the uploaded image;
+    ``relit``: how much flattening its lighting changed it."""
 
     angle: float
     width: int
     height: int
+    relit: float = 0.0  # mean grey levels the relighting changed (0: the lighting was even, left alone)
 
     def info(self) -> dict:
         """The trace's ``page.skew`` record."""
-        return {"angle": self.angle, "width": self.width, "height": self.height}
+        return {"angle": self.angle, "width": self.width, "height": self.height, "relit": self.relit}
 
     def to_upload(self, x: float, y: float, page_w: float, page_h: float) -> tuple[float, float]:
         """A point of the straightened page (``page_w`` x ``page_h``) on the uploaded image."""

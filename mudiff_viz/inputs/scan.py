@@ -107,14 +107,15 @@ def straighten(page: Page) -> Page:
     gray = np.asarray(page.image.convert("L"))
     angle = round(estimate_skew(gray) / RESOLUTION) * RESOLUTION
     angle = round(angle, 1) + 0.0  # no "-0.0"
-    image = page.image
+    image, relit = page.image, 0.0
     if is_unevenly_lit(gray):
         paper = np.maximum(paper_level(gray), 1.0)
         rgb = np.asarray(image.convert("RGB"), dtype=np.float32) * (255.0 / paper)[..., None]
         image = Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8))
+        relit = round(float(np.abs(np.asarray(image.convert("L"), dtype=np.float32) - gray).mean()), 1)
     if angle:
         rgb = image.convert("RGB")
         paper = tuple(int(v) for v in np.percentile(np.asarray(rgb)[::4, ::4].reshape(-1, 3), 90, axis=0))
         image = rgb.rotate(-angle, resample=Image.BICUBIC, expand=True, fillcolor=paper)
-    skew = Straightening(angle, page.width, page.height)
+    skew = Straightening(angle, page.width, page.height, relit)
     return replace(page, image=image, skew=skew)

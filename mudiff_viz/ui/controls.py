@@ -89,7 +89,9 @@ def knob_values(names: Sequence[str], values: Sequence) -> dict:
     out = {}
     for name, value in zip(names, values):
         knob = KNOB[name]
-        if value is None or value == "":
+        if knob.kind is bool and isinstance(value, str) and value in BOOL_CHOICES.values():
+            value = {"auto": None, "on": True, "off": False}[value]
+        elif value is None or value == "":
             value = knob.default
         elif knob.kind is int and isinstance(value, float) and value.is_integer():
             value = int(value)
@@ -134,10 +136,24 @@ def with_knobs(handler, lead: int, names: Sequence[str]):
     return wrapper
 
 
+BOOL_CHOICES = {"the model's own": "auto", "on": "on", "off": "off"}  # a bool knob's control (None: the model's own)
+
+
+def control_value(knob: Knob, value):
+    """A knob's value as its control holds it (a bool knob's dropdown holds auto, on or off)."""
+    if knob.kind is bool:
+        return "auto" if value is None else ("on" if value else "off")
+    return value
+
+
 def knob_control(knob: Knob, hi: float | None = None, label: str | None = None, **kwargs) -> gr.components.Component:
-    """One control for a decode knob: a dropdown for names (a text box when any name goes), a slider
-    for ranges, a number for seeds (and for ranges too wide for a slider)."""
+    """One control for a decode knob: a dropdown for names (a text box when any name goes) and for
+    on/off (with the model's own choice), a slider for ranges, a number for seeds (and for ranges too
+    wide for a slider)."""
     label = label or UI_LABELS.get(knob.name, knob.label)
+    if knob.kind is bool:
+        return gr.Dropdown(list(BOOL_CHOICES.items()), value=control_value(knob, knob.default), label=label,
+                           info=knob.help, **kwargs)
     if knob.kind is str and knob.choices is None:  # a free name (the verifier's model spec)
         return gr.Textbox(value=knob.default, label=label, info=knob.help, max_lines=1, **kwargs)
     if knob.kind is str:
@@ -215,15 +231,17 @@ def max_tokens_control(knobs: Knobs) -> gr.components.Component:
 
 
 PRESET_BUTTONS = (("release", "Release settings"), ("defaults", "Our defaults"))
-PRESET_HELP = ("**Release settings**: the MinerU-Diffusion release's demo (temperature 1.0, block 32, steps 32, "
-               "threshold 0.95, 4096 tokens). **Our defaults** differ in two knobs: temperature 0 (deterministic: "
-               "one run is every run, and decoders compare token for token) and 1024 tokens.")
+PRESET_HELP = ("**Release settings**: each model as shipped: the MinerU-Diffusion release's demo (temperature 1.0, "
+               "block 32, steps 32, threshold 0.95, 4096 tokens); an AR model runs as its own client does "
+               "(MinerU2.5: greedy, its 100-gram rule, no token cap below the limits). **Our defaults** differ in "
+               "two knobs: temperature 0 (deterministic: one run is every run, and decoders compare token for "
+               "token) and 1024 tokens.")
 
 
 def preset_values(preset: str, names: Sequence[str]) -> list:
     """The controls' values under a preset, in ``names`` order (the token limit cut to the limits in force)."""
     values = preset_knobs(preset, None, current_limits().max_new_tokens)
-    return [values[n] for n in names]
+    return [control_value(KNOB[n], values[n]) for n in names]
 
 
 def preset_buttons(knobs: Knobs) -> None:

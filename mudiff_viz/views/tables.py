@@ -41,13 +41,15 @@ def order_text(corr: float | None) -> str:
 
 
 def skew_text(trace: Trace) -> str | None:
-    """The detected skew of a scan read from its pixels (None: a text-layer page)."""
+    """What straightening did to a scan (angle, relighting), or that it was off (the ``straighten``
+    knob: the MinerU models' default); None: a text-layer page, or a trace from before the knob."""
     skew = trace.page.skew
     if skew is None:
-        return None
+        return "not straightened (straighten off)" if trace.params.get("straighten") is False else None
+    relit = f", relit ({skew.relit:.1f} grey levels)" if skew.relit else ""
     if not skew.angle:
-        return "skew 0.0° (straight)"
-    return f"skew {skew.angle:+.1f}° (straightened)"
+        return f"skew 0.0° (straight){relit}"
+    return f"skew {skew.angle:+.1f}° (straightened){relit}"
 
 
 def metric_rows(trace: Trace) -> list[tuple[str, str]]:

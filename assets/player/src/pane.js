@@ -47,6 +47,9 @@ export class Pane {
     if (p.dash) { dot.classList.add("mp-dot-dash"); dot.style.borderColor = player.colourOf(index); }
     title.appendChild(dot);
     title.appendChild(el("span", "", p.label || p.decoder));
+    // a region stopped at its token limit, not at a stop token (trace metrics.truncated): the text is cut
+    const cut = p.metrics && p.metrics.truncated;
+    if (cut) title.appendChild(el("span", "mp-cut", `⚠ ${cut}`));
     head.appendChild(title);
     this.header = el("div", "mp-header");
     this.header.setAttribute("aria-live", "off");
