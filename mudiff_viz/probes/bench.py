@@ -186,7 +186,7 @@ def run_shuffle_benchmark(
     knobs: dict | None = None,
     occlusions: Sequence[float] = (0.0,),
     degradations: Sequence[dict] = ({},),
-    decode: Callable[..., Trace] = decode_page,
+    decode: Callable[..., Trace] | None = None,
 ) -> BenchResult:
     """Every page at every shuffle level x occluded fraction x degradation, under every seed,
     decoded by each decoder and scored.
@@ -224,7 +224,7 @@ def run_shuffle_benchmark(
                             if cached is None:
                                 # recorded: the order statistics (steps per block, first-step share) need the steps
                                 params = make_params(limits, **{**(knobs or {}), "record": True})
-                                trace = decode(page, model=specs[decoder], decoder=decoder, params=params)
+                                trace = (decode or decode_page)(page, model=specs[decoder], decoder=decoder, params=params)
                                 cached = done_cache[(key, decoder)] = score_row(trace, sp.gt_text)
                                 reused = False
                             else:

@@ -24,7 +24,7 @@ from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.run import Snapshot
 from mudiff_viz.notebook import api
 from mudiff_viz.ui import models
-from mudiff_viz.ui.gpu import BASE_S, ON_ZERO_GPU, call_limits, decode_seconds, gpu, over_cap
+from mudiff_viz.ui.gpu import ON_ZERO_GPU, call_limits, decode_seconds, gpu, over_cap
 from mudiff_viz.ui.slot import model_slot
 
 FRAME_INTERVAL_S = 0.3  # at most about three frames a second: building a frame costs the decode time
@@ -54,23 +54,22 @@ def decode_on_gpu(page, spec: str, decoder: str, knobs: dict) -> Trace:
     return api.decode(page, model=spec, decoder=decoder, limits=call_limits(knobs), **knobs)
 
 
-@gpu(duration=lambda page, model, decoder, params: decode_seconds({"max_new_tokens": params.max_new_tokens}))
+@gpu(duration=lambda page, model, decoder, params: decode_seconds(params.knobs()))
 def page_on_gpu(page, model: str, decoder: str, params) -> Trace:
-    """One decode of the Shuffle tab or its benchmark as its own ZeroGPU call (``decode_page``'s
+    """One decode of the Shuffle tab or its benchmark as its own ZeroGPU call (the probes' decode
     arguments: a loaded page, a spec, the decoder, checked params), so no call outgrows the cap."""
-    from mudiff_viz.decoding.pipeline import decode_page
-
-    budget = decode_seconds({"max_new_tokens": params.max_new_tokens}) - BASE_S
-    own = replace(params, max_seconds=min(params.max_seconds or budget, budget))
-    return decode_page(page, model=model, decoder=decoder, params=own)
+    models.check(model, decoder)
+    knobs = params.knobs()
+    limits = call_limits(knobs)
+    if params.max_seconds is not None:
+        limits = replace(limits, max_decode_seconds=min(limits.max_decode_seconds, params.max_seconds))
+    return api.decode(page, model=model, decoder=decoder, record=params.record, limits=limits, **knobs)
 
 
 def page_decoder():
-    """What the probes decode a page with: one GPU call per decode on ZeroGPU, else in this process."""
+    """What the probes decode a page with: one GPU call per decode on ZeroGPU, else their own default (None)."""
     if not ON_ZERO_GPU:
-        from mudiff_viz.decoding.pipeline import decode_page
-
-        return decode_page
+        return None
     return lambda page, model, decoder, params, progress=None: page_on_gpu(page, model, decoder, params)
 
 
