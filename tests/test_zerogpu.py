@@ -62,8 +62,9 @@ def test_durations_follow_the_work_under_the_cap(boundary):
     assert "300 s per call" in over_cap({"max_new_tokens": 8192}) and "layout" in over_cap({"mode": "layout"})
 
 
-def test_a_call_above_the_cap_is_refused_as_spaces_refuses_it(boundary):
+def test_a_call_above_the_cap_is_refused_and_one_past_its_duration_aborted(boundary):
     assert boundary["outputs"]["over_cap"]["title"] == "ZeroGPU illegal duration"
+    assert boundary["outputs"]["aborted"] == {"error": "GPU task aborted", "title": "ZeroGPU worker error"}
 
 
 def test_a_loading_failure_is_visible_and_our_reason_crosses(boundary):

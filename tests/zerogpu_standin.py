@@ -20,6 +20,7 @@ import multiprocessing
 import os
 import pickle
 import sys
+import time
 import traceback
 import types
 from pathlib import Path
@@ -134,7 +135,7 @@ def main(models_dir: str, max_tokens: int) -> None:
 
     from models import registry
     from mudiff_viz.decoding.settings import preset_knobs
-    from mudiff_viz.ui import compare_tab, decode_tab, gpu, jobs, shuffle_tab
+    from mudiff_viz.ui import compare_tab, decode_tab, gpu, shuffle_tab
     from tests.ui_support import SAMPLE, make_tiny_twins
 
     torch.set_num_threads(1)
@@ -152,12 +153,13 @@ def main(models_dir: str, max_tokens: int) -> None:
         # a model that failed to preload, asked for: its one-line reason crosses the boundary
         "broken": run(decode_tab.run_decode, str(SAMPLE), 1, broken, "diffusion", knobs, progress=progress),
     }
-    try:  # a call asking for more than the cap is refused before any worker starts
-        jobs.page_on_gpu.__wrapped__  # noqa: B018  (decorated by the stand-in)
-        GPU(lambda: None, duration=CAP_S + 1)()
-        outputs["over_cap"] = {"error": None}
-    except Exception as exc:  # noqa: BLE001
-        outputs["over_cap"] = {"error": str(getattr(exc, "message", exc)), "title": getattr(exc, "title", None)}
+    for name, fn, seconds in (("over_cap", lambda: None, CAP_S + 1),  # refused before any worker starts
+                              ("aborted", lambda: time.sleep(30), 1)):  # outlives its duration: killed
+        try:
+            GPU(fn, duration=seconds)()
+            outputs[name] = {"error": None}
+        except Exception as exc:  # noqa: BLE001
+            outputs[name] = {"error": str(getattr(exc, "message", exc)), "title": getattr(exc, "title", None)}
     print(json.dumps({"on_zero_gpu": gpu.ON_ZERO_GPU, "decorated": gpu.DECORATED, "calls": CALLS,
                       "parent_pid": os.getpid(), "preloaded": preloaded, "preload_failures": gpu.PRELOAD_FAILURES,
                       "preload_note": gpu.preload_note(), "outputs": outputs}))

@@ -73,14 +73,19 @@ def page_decoder():
     return lambda page, model, decoder, params, progress=None: page_on_gpu(page, model, decoder, params)
 
 
+def say_over_cap(knobs: dict) -> None:
+    """Before a GPU call that cannot hold the whole decode: say so (the trace will show where it was cut)."""
+    if note := over_cap(knobs):
+        LOG.info("GPU call over the cap: %s", note)
+        gr.Info(note)
+
+
 @model_slot
 def decode_job(page, spec: str, decoder: str, knobs: dict, progress=None, snapshot: Snapshot | None = None) -> Trace:
     """A decode for the app: on ZeroGPU one pickled GPU call (no progress, no frames), elsewhere in
     this process with its progress and snapshot hooks."""
     if ON_ZERO_GPU:
-        if note := over_cap(knobs):  # said before the call: the trace will show where it was cut
-            LOG.info("GPU call over the cap: %s", note)
-            gr.Info(note)
+        say_over_cap(knobs)
         return decode_on_gpu(page, spec, decoder, knobs)
     return decode_work(page, spec, decoder, knobs, progress, snapshot)
 
@@ -90,6 +95,8 @@ def compare_job(page, plan: list[tuple[str, str, dict]], knobs: dict) -> list[Tr
     """Every decode of the Compare tab at once; on ZeroGPU one GPU call per decoder, so each
     asks for its own decode's seconds and stays under the per-call cap."""
     if ON_ZERO_GPU:
+        for knobs_of in {repr(own): {**knobs, **own} for _, _, own in plan}.values():  # each note once
+            say_over_cap(knobs_of)
         return [decode_on_gpu(page, spec, decoder, {**knobs, **own}) for decoder, spec, own in plan]
     return [decode_work(page, spec, decoder, {**knobs, **own}) for decoder, spec, own in plan]
 
