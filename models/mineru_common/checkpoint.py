@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from models.mineru_common.device import staging_device
 from mudiff_viz.core.errors import ModelLoadError
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -60,16 +61,20 @@ def weight_files(model_dir: Path) -> list[Path]:
 def load_state_dict(
     model_dir: Path, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
 ) -> dict[str, torch.Tensor]:
-    """All tensors of the checkpoint, cast to ``dtype`` (floating tensors only) on ``device``."""
+    """All tensors of the checkpoint, cast to ``dtype`` (floating tensors only) on ``device``. Under
+    ZeroGPU's CUDA emulation they are read on the CPU, then moved (``staging_device``)."""
     state: dict[str, torch.Tensor] = {}
+    device = torch.device(device)
+    staging = staging_device(device)
     for path in weight_files(model_dir):
         try:
-            with safe_open(str(path), framework="pt", device=str(device)) as f:
+            with safe_open(str(path), framework="pt", device=str(staging)) as f:
                 for key in f.keys():
                     if key in state:
                         raise ModelLoadError(f"tensor {key} appears in more than one shard ({path.name})")
                     t = f.get_tensor(key)
-                    state[key] = t.to(dtype) if dtype is not None and t.is_floating_point() else t
+                    t = t.to(dtype) if dtype is not None and t.is_floating_point() else t
+                    state[key] = t if staging == device else t.to(device)
         except ModelLoadError:
             raise
         except Exception as exc:  # corrupt header, truncated file

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import torch
 
@@ -30,3 +31,17 @@ def graphs_choice(exec_mode: str, device: torch.device) -> str:
     if device.type != "cuda":
         return "off: no CUDA"
     return "off: MUDIFF_CUDA_GRAPHS=0" if graphs_turned_off() else "off: eager"
+
+
+def cuda_emulated() -> bool:
+    """True under ZeroGPU's CUDA emulation (the ``spaces`` package on a ZeroGPU Space): CUDA tensors
+    are stand-ins until a GPU call, so no CUDA work (pinned host memory included) may run yet."""
+    return "spaces" in sys.modules and os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true")
+
+
+def staging_device(device: str | torch.device) -> torch.device:
+    """Where a checkpoint's tensors are read before they move to ``device``: the CPU under CUDA
+    emulation (safetensors' own CUDA path stages through pinned memory, which the emulation refuses;
+    a plain ``.to("cuda")`` is what the emulation intercepts), else ``device`` itself."""
+    device = torch.device(device)
+    return torch.device("cpu") if device.type == "cuda" and cuda_emulated() else device

@@ -124,10 +124,22 @@ class MinerUDiffusionBackend(MinerUBackend):
 
     # ---- protocol ----------------------------------------------------------------------------
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The weights' dtype (bfloat16 on CUDA, float32 on CPU: models/mineru_common/device.py)."""
+        return self.model.decoder.embed_tokens.weight.dtype
+
+    @property
+    def numerics(self) -> str:
+        """The model's own numerics: the release's in bfloat16, float32 otherwise (the ``numerics`` knob)."""
+        return "release" if self.dtype == torch.bfloat16 else "float32"
+
     @torch.inference_mode()
-    def encode(self, page, regions: list[Region], block_length: int | None = None) -> DiffusionContext:
+    def encode(self, page, regions: list[Region], block_length: int | None = None,
+               numerics: str | None = None) -> DiffusionContext:
         """Each region's image through the vision tower and projector on its own (their sizes
-        differ), then one prefill: the one-row cache for one region, a left-padded batch for more."""
+        differ), then one prefill: the one-row cache for one region, a left-padded batch for more.
+        ``numerics`` "release": every forward on the context applies RoPE in the model dtype."""
         if not regions:
             raise ValueError("no regions to decode")
         embeds, lens, n_image, sizes = [], [], [], []
@@ -140,10 +152,11 @@ class MinerUDiffusionBackend(MinerUBackend):
             n_image.append(vision.n_tokens)
             sizes.append(vision.size)
         block_length = block_length or DEFAULT_BLOCK_LENGTH
+        in_dtype = (numerics or self.numerics) == "release"
         if len(regions) == 1:
-            cache = self.model.prefill(embeds[0], block_length)
+            cache = self.model.prefill(embeds[0], block_length, in_dtype)
         else:
-            cache = batch_prefill(self.model, embeds, block_length)
+            cache = batch_prefill(self.model, embeds, block_length, in_dtype)
         return DiffusionContext(cache=cache, prompt_lens=lens, image_tokens=n_image, image_sizes=sizes)
 
     def block_logits(self, ctx: DiffusionContext, block: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:

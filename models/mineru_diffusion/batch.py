@@ -26,7 +26,8 @@ from models.mineru_diffusion.model import sdar_mask
 class BatchKVCache:
     """Per-layer keys/values (rows, kv heads, slots, head dim) for a batch of left-padded rows."""
 
-    def __init__(self, n_layers: int, pads: list[int], device: torch.device) -> None:
+    def __init__(self, n_layers: int, pads: list[int], device: torch.device, rope_in_dtype: bool = False) -> None:
+        self.rope_in_dtype = rope_in_dtype  # RoPE in the model dtype (numerics "release"; model.py: KVCache)
         self.k: list[torch.Tensor | None] = [None] * n_layers
         self.v: list[torch.Tensor | None] = [None] * n_layers
         self.pad = torch.tensor(pads, dtype=torch.long, device=device)  # (rows,) left padding per cache row
@@ -91,12 +92,12 @@ class BatchKVCache:
         return torch.cat([seen, torch.ones(b, n, n, dtype=torch.bool, device=self.real.device)], 2)[:, None]
 
 
-def batch_prefill(model, embeds: list[torch.Tensor], block_length: int) -> BatchKVCache:
+def batch_prefill(model, embeds: list[torch.Tensor], block_length: int, rope_in_dtype: bool = False) -> BatchKVCache:
     """Block-causal prefill of several prompts ((1, P_i, H) each), left-padded into one cache."""
     longest = max(x.shape[1] for x in embeds)
     dev = embeds[0].device
     pads = [longest - x.shape[1] for x in embeds]
-    cache = BatchKVCache(len(model.decoder.layers), pads, dev)
+    cache = BatchKVCache(len(model.decoder.layers), pads, dev, rope_in_dtype)
     cache.prepare(list(range(len(embeds))), longest, store=False)
     x = torch.cat([F.pad(e, (0, 0, p, 0)) for e, p in zip(embeds, pads)])  # (B, longest, H), zeros in front
     slots = torch.arange(longest, device=dev)

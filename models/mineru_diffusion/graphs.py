@@ -82,7 +82,7 @@ class BlockGraphs:
         with self._lock:
             self._adopt(cache, cache.length + n)
             if self.use_graphs and policy.capturable:
-                key = ("step", n, force, policy.key)
+                key = ("step", n, force, policy.key, cache.rope_in_dtype)
                 entry = self._captured.get(key)
                 if entry is None:
                     entry = self._captured[key] = self._capture_step(cache, block_ids, policy, force)
@@ -145,7 +145,7 @@ class BlockGraphs:
         self._owner = cache
 
     def _replay(self, cache: KVCache, block_ids: torch.Tensor, store: bool) -> torch.Tensor | None:
-        key = (block_ids.shape[1], store)
+        key = (block_ids.shape[1], store, cache.rope_in_dtype)
         entry = self._captured.get(key)
         if entry is None:
             entry = self._captured[key] = self._capture(cache, block_ids, store)

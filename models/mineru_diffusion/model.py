@@ -218,8 +218,12 @@ def rope(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Te
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """q or k rotated: in float32 when cos/sin are float32 (ours), in x's dtype when they were cast
+    to it (the release: docs/real-models.md#bfloat16-numerics)."""
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    if cos.dtype == x.dtype:
+        return x * cos + rotated * sin
     return (x.float() * cos + rotated.float() * sin).to(x.dtype)
 
 
@@ -307,11 +311,12 @@ class KVCache:
     Capacity doubles when full.
     """
 
-    def __init__(self, n_layers: int) -> None:
+    def __init__(self, n_layers: int, rope_in_dtype: bool = False) -> None:
         self.k: list[torch.Tensor | None] = [None] * n_layers
         self.v: list[torch.Tensor | None] = [None] * n_layers
         self.length = 0
         self.evicted = False  # set by graphs.BlockGraphs when a later cache took over its buffers
+        self.rope_in_dtype = rope_in_dtype  # every forward on this cache: RoPE in the model dtype (numerics "release")
 
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         end = self.length + k.shape[2]
@@ -378,6 +383,8 @@ class SDARModel(nn.Module):
         if store and cache is None:
             raise ValueError("store=True needs a cache")
         cos, sin = rope(positions, self.cfg.head_dim, self.cfg.rope_theta)
+        if getattr(cache, "rope_in_dtype", False):  # the release casts cos/sin to the hidden states' dtype
+            cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         if positions.dim() == 2:  # per-row positions: broadcast over the heads
             cos, sin = cos[:, None], sin[:, None]
         for i, layer in enumerate(self.layers):
@@ -469,11 +476,12 @@ class MinerUDiffusion(nn.Module):
         x[0, slots] = feats.to(x.dtype)
         return x
 
-    def prefill(self, x: torch.Tensor, block_length: int) -> KVCache:
+    def prefill(self, x: torch.Tensor, block_length: int, rope_in_dtype: bool = False) -> KVCache:
         """Block-causal prefill of the prompt embeddings (1, P, H) into a fresh cache, in prompt
-        blocks of the decode's ``block_length`` aligned to the end of the prompt."""
+        blocks of the decode's ``block_length`` aligned to the end of the prompt. ``rope_in_dtype``:
+        this cache's forwards apply RoPE in the model dtype, as the release does."""
         p = x.shape[1]
-        cache = KVCache(len(self.decoder.layers))
+        cache = KVCache(len(self.decoder.layers), rope_in_dtype)
         mask = sdar_mask(p, 0, block_length, device=x.device)
         self.decoder(x, torch.arange(p, device=x.device), cache, mask, store=True)
         return cache

@@ -17,6 +17,7 @@ from models.base import BlockDenoiser, StepCapturer
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.observers import ProgressFn, Snapshot, StepEvent
 from mudiff_viz.decoding.run import DecodeRun, observers_for
+from mudiff_viz.decoding.sampling import probs_dtype
 from mudiff_viz.decoding.scheduler import BlockScheduler, StepOutput
 from mudiff_viz.decoding.settings import DecodeParams
 
@@ -35,7 +36,7 @@ def decode_diffusion(backend: BlockDenoiser, page, regions, params: DecodeParams
     run.extra_params["prefill_block"] = params.block_length if backend.prefill_follows_block_length else None
     run.extra_params["loop"] = "fused" if params.fused else "eager"
     run.frames_per_step = not params.fused
-    policy = BlockScheduler(params, backend.mask_id, run.generator)
+    policy = BlockScheduler(run.params, backend.mask_id, run.generator, probs_dtype(run.params, backend))
     n_blocks = max(1, math.ceil(params.max_new_tokens / params.block_length))
     # whole blocks: a region may hold up to this many tokens (max_new_tokens rounded up to blocks)
     run.extra_params["tokens_per_region_max"] = n_blocks * params.block_length

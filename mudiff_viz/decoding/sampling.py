@@ -71,19 +71,22 @@ class Sampler:
     """
 
     def __init__(self, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
-                 generator: torch.Generator | None = None, first: list[LogitsProcessor] = ()) -> None:
+                 generator: torch.Generator | None = None, first: list[LogitsProcessor] = (),
+                 dtype: torch.dtype = torch.float32) -> None:
         self.deterministic = temperature <= 0
+        self.dtype = dtype  # the probabilities' dtype: float32, or the model's (numerics "release")
         self.processors: list[LogitsProcessor] = list(first)  # history processors (repetition.py) come first
         self.processors += [] if self.deterministic else [Temperature(temperature)]
         self.processors += [TopK(top_k), TopP(top_p)]  # each leaves the logits as they are when it is off
         self.generator = generator
 
     @classmethod
-    def of(cls, params, generator: torch.Generator | None = None, first: list[LogitsProcessor] = ()) -> "Sampler":
-        return cls(params.temperature, params.top_k, params.top_p, generator, first)
+    def of(cls, params, generator: torch.Generator | None = None, first: list[LogitsProcessor] = (),
+           dtype: torch.dtype = torch.float32) -> "Sampler":
+        return cls(params.temperature, params.top_k, params.top_p, generator, first, dtype)
 
     def probs(self, logits: torch.Tensor) -> torch.Tensor:
-        logits = logits.float()
+        logits = logits.to(self.dtype)
         for process in self.processors:
             logits = process(logits)
         return logits.softmax(-1)
@@ -98,3 +101,12 @@ class Sampler:
             x0 = torch.multinomial(flat, 1, generator=self.generator).reshape(probs.shape[:-1])
         conf = torch.gather(probs, -1, x0.unsqueeze(-1)).squeeze(-1)
         return x0, conf, probs
+
+
+def probs_dtype(params, backend) -> torch.dtype:
+    """The dtype a decode's probabilities (and so its confidences and threshold test) are computed
+    in: the model's under numerics "release", as the release does (docs/real-models.md#bfloat16-numerics);
+    float32 otherwise and for models without the knob."""
+    if getattr(params, "numerics", "float32") == "release" and hasattr(backend, "numerics"):
+        return backend.dtype
+    return torch.float32

@@ -32,8 +32,10 @@ class StepOutput:
 
 
 def step_output(x0, confidence, probs, committed, forced, k: int = TOPK) -> StepOutput:
+    """What a step hands on; confidences and probabilities as float32 (exact for bfloat16 ones: the
+    commits were decided in their own dtype, numerics "release")."""
     top = probs.topk(min(k, probs.shape[-1]), dim=-1)
-    return StepOutput(x0, confidence, committed, forced, top.values, top.indices)
+    return StepOutput(x0, confidence.float(), committed, forced, top.values.float(), top.indices)
 
 
 class BlockScheduler:
@@ -44,11 +46,12 @@ class BlockScheduler:
     ``capturable``, ``limit``, ``mask_id``, ``step`` and ``force``, never the decode's settings.
     """
 
-    def __init__(self, params: DecodeParams, mask_id: int, generator: torch.Generator | None) -> None:
+    def __init__(self, params: DecodeParams, mask_id: int, generator: torch.Generator | None,
+                 dtype: torch.dtype = torch.float32) -> None:
         self.params = params
         self.mask_id = mask_id
         self.generator = generator
-        self.sample = Sampler.of(params, generator)
+        self.sample = Sampler.of(params, generator, dtype=dtype)  # dtype: the probabilities' (sampling.probs_dtype)
         self.quota = quota_schedule(params.block_length, params.steps)
         self.limit = params.steps  # a step with this index force-commits what is left
         self.select = STRATEGIES[params.strategy].select
@@ -58,7 +61,8 @@ class BlockScheduler:
     def key(self) -> tuple:
         """What the step computes depends on (a captured graph of it is reusable for equal keys)."""
         p = self.params
-        return (p.block_length, p.steps, p.threshold, p.strategy, p.temperature, p.top_k, p.top_p, self.mask_id)
+        return (p.block_length, p.steps, p.threshold, p.strategy, p.temperature, p.top_k, p.top_p, self.mask_id,
+                self.sample.dtype)
 
     @property
     def capturable(self) -> bool:

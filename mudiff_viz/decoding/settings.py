@@ -26,6 +26,7 @@ BRANCHES = ("auto", "masks", "runner-up", "last")  # where self-speculation draf
 MODES = ("page", "layout")  # layout: layout detection first, then recognition per block (two_stage.py)
 TASKS = ("text", "table", "formula", "layout")  # the MinerU task prompts (models/mineru_common/tasks.py)
 TASK_LIMITS = ("release", "uniform")
+NUMERICS = ("auto", "release", "float32")  # docs/real-models.md#bfloat16-numerics
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,14 @@ class Knob:
     ui_hi: float | None = None  # the app's slider end, when the full range would make the slider useless
     advanced: bool = False  # shown folded away in the app
     # a model knob: the backend attribute it sets for one decode (handed to its encode() by that name);
-    # -1 is the model's own value, and a model without the attribute refuses any other value
+    # -1 ("auto" for a named choice: Knob.own) is the model's own value, and a model without the
+    # attribute refuses any other value
     needs: str | None = None
+
+    @property
+    def own(self) -> Any:
+        """A model knob's value meaning "the model's own": -1, or "auto" for a named choice."""
+        return "auto" if self.kind is str else -1
 
     def check(self, value: Any) -> None:
         if self.kind is bool:
@@ -151,6 +158,10 @@ KNOBS: list[Knob] = [
          "on the glyphs the CTC head reads next, searching this many characters either side of the counted column "
          "(0 = off: count characters only; -1 = the model's own, 3)", -1, 16, step=1, advanced=True,
          needs="anchor_reach"),
+    Knob("numerics", "auto", str, "Numerics", "MinerU-Diffusion: release = RoPE and probabilities in the model's "
+         "dtype (bfloat16 on a GPU), as the release computes them; float32 = both in float32; auto = release on a "
+         "bfloat16 model, float32 otherwise (a CPU runs float32)", choices=lambda: NUMERICS, advanced=True,
+         needs="numerics"),
     Knob("verifier", "", str, "Verifier", "the AR model that verifies (empty: the model's own AR twin)",
          decoders=(SPEC,), advanced=True),
     Knob("straighten", None, bool, "Straighten scans", "turn a scan's skew back and even its lighting before "
@@ -298,9 +309,9 @@ def with_model_knobs(params: DecodeParams, *backends: Any) -> DecodeParams:
             continue
         value = getattr(params, knob.name)
         lacking = [b.name for b in backends if not hasattr(b, knob.needs)]
-        if lacking and value != -1:
-            raise UserInputError(f"{lacking[0]} has no {knob.label.lower()}: leave it at -1 (the model's own)")
-        if value == -1 and not lacking:
+        if lacking and value != knob.own:
+            raise UserInputError(f"{lacking[0]} has no {knob.label.lower()}: leave it at {knob.own} (the model's own)")
+        if value == knob.own and not lacking:
             own[knob.name] = getattr(backends[0], knob.needs)
     return replace(params, more={**params.more, **own}) if own else params
 
@@ -309,4 +320,4 @@ def model_options(params: DecodeParams, backend: Any) -> dict[str, Any]:
     """The keywords of ``backend.encode`` for the model knobs it has (their values resolved: -1 is
     left out, the backend then uses its own)."""
     return {k.needs: getattr(params, k.name) for k in KNOBS
-            if k.needs and hasattr(backend, k.needs) and getattr(params, k.name) != -1}
+            if k.needs and hasattr(backend, k.needs) and getattr(params, k.name) != k.own}

@@ -25,6 +25,7 @@ from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits, current
 from mudiff_viz.core.metrics import CONFIDENT, cer, first_step_share, mean_steps_per_block
 from mudiff_viz.core.order import order_summary
+from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.pipeline import decode_page, make_params
 from mudiff_viz.inputs.pages import read_source, sniff_kind
 from mudiff_viz.probes.perturb import degrade, occlude
@@ -185,13 +186,15 @@ def run_shuffle_benchmark(
     knobs: dict | None = None,
     occlusions: Sequence[float] = (0.0,),
     degradations: Sequence[dict] = ({},),
+    decode: Callable[..., Trace] | None = None,
 ) -> BenchResult:
     """Every page at every shuffle level x occluded fraction x degradation, under every seed,
     decoded by each decoder and scored.
 
     ``seeds`` is a count (seeds 0..N-1) or explicit seeds. ``model`` is one spec for both decoders
     or ``diffusion=SPEC,ar=SPEC``. ``degradations``: knob dicts for :func:`degrade` ({} = none).
-    ``progress(done, total, message)`` is called after each decode.
+    ``progress(done, total, message)`` is called after each decode. ``decode``: ``decode_page`` or a
+    stand-in with its arguments (the app's ZeroGPU calls, one per decode).
     """
     limits = limits or current()
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
@@ -221,7 +224,7 @@ def run_shuffle_benchmark(
                             if cached is None:
                                 # recorded: the order statistics (steps per block, first-step share) need the steps
                                 params = make_params(limits, **{**(knobs or {}), "record": True})
-                                trace = decode_page(page, model=specs[decoder], decoder=decoder, params=params)
+                                trace = (decode or decode_page)(page, model=specs[decoder], decoder=decoder, params=params)
                                 cached = done_cache[(key, decoder)] = score_row(trace, sp.gt_text)
                                 reused = False
                             else:

@@ -130,12 +130,14 @@ def decode_grid(
     params: dict[str, object],
     progress: Progress | None = None,
     finished: Callable[[Key, Trace], None] | None = None,
+    decode: Callable[..., Trace] | None = None,
 ) -> dict[Key, Trace]:
     """Decode both pages with both decoders (four traces, in GRID order).
 
     ``params`` maps decoder -> decoder parameters (``pipeline.make_params``); ``progress(done, total,
     what)`` reports each decode's own progress, ``what`` naming the decoder and page; ``finished(key,
     trace)`` hears of each trace as it is done (so a viewer can show it before the other three).
+    ``decode``: ``decode_page`` (None) or a stand-in with its arguments (the app's ZeroGPU calls).
     """
 
     out: dict[Key, Trace] = {}
@@ -148,7 +150,7 @@ def decode_grid(
             continue
         what = f"{'AR' if decoder == 'ar' else 'diffusion'} on the {column} page"
         cb = (lambda d, t, w=what: progress(d, t, w)) if progress else None
-        trace = decode_page(sp.page, model=specs[decoder], decoder=decoder, params=params[decoder], progress=cb)
+        trace = (decode or decode_page)(sp.page, model=specs[decoder], decoder=decoder, params=params[decoder], progress=cb)
         out[(decoder, column)] = with_line_truth(trace, sp.gt_text)
         if finished:
             finished((decoder, column), out[(decoder, column)])

@@ -66,6 +66,8 @@ def build_app() -> gr.Blocks:
     # delete_cache: Gradio's copies of uploads and downloads older than an hour go, checked every 30 minutes
     with gr.Blocks(title="mudiff-viz: diffusion OCR, step by step", delete_cache=(1800, 3600)) as demo:
         gr.Markdown(INTRO)
+        preload = _gpu.preload_note()  # a model that failed to load at start: said here, not first in a GPU call
+        gr.Markdown(preload, visible=bool(preload), elem_id="preload-status", elem_classes=["mudiff-warning"])
         # "wrap": on a phone every tab stays in sight on a second row (the menu hid four behind "...")
         with gr.Tabs(selected="decode", overflow_behavior="wrap") as tabs:
             with gr.Tab("Decode", id="decode"):

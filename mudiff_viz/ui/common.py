@@ -34,6 +34,9 @@ def one_line(exc: BaseException) -> str:
     """The project's one-line message for an exception (internal failures named as such)."""
     if isinstance(exc, (UserInputError, ModelLoadError)):
         return str(exc)
+    if isinstance(exc, gr.Error):  # already one line (ours, or spaces' across its boundary), escaped for the toast
+        title, msg = getattr(exc, "title", "Error"), html.unescape(str(exc.message))
+        return f"{title}: {msg}" if title and title != "Error" else msg  # "ZeroGPU worker error: OutOfMemoryError"
     msg = str(exc).splitlines()[0] if str(exc) else ""
     return f"internal failure: {type(exc).__name__}: {msg}"
 

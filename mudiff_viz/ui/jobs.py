@@ -15,13 +15,16 @@ import queue
 import threading
 import time
 from collections import deque
+from dataclasses import replace
 from typing import Callable, Iterator
+
+import gradio as gr
 
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.run import Snapshot
 from mudiff_viz.notebook import api
 from mudiff_viz.ui import models
-from mudiff_viz.ui.gpu import ON_ZERO_GPU, decode_seconds, gpu
+from mudiff_viz.ui.gpu import ON_ZERO_GPU, call_limits, decode_seconds, gpu, over_cap
 from mudiff_viz.ui.slot import model_slot
 
 FRAME_INTERVAL_S = 0.3  # at most about three frames a second: building a frame costs the decode time
@@ -45,15 +48,36 @@ def decode_work(page, spec: str, decoder: str, knobs: dict, progress=None, snaps
 
 @gpu(duration=lambda page, spec, decoder, knobs: decode_seconds(knobs))
 def decode_on_gpu(page, spec: str, decoder: str, knobs: dict) -> Trace:
-    """The decode as one ZeroGPU call: plain arguments only (they are pickled), no live frames."""
-    return decode_work(page, spec, decoder, knobs)
+    """The decode as one ZeroGPU call: plain arguments only (they are pickled), no live frames. Its
+    time limit ends it inside the duration it asked for (``gpu.call_limits``)."""
+    models.check(spec, decoder)
+    return api.decode(page, model=spec, decoder=decoder, limits=call_limits(knobs), **knobs)
 
 
-@gpu(duration=lambda page, plan, knobs: decode_seconds(knobs, passes=len(plan)))
-def compare_on_gpu(page, plan: list[tuple[str, str, dict]], knobs: dict) -> list[Trace]:
-    """The Compare tab's decodes (``plan``: (decoder, model spec, its own knobs), AR first) in one
-    ZeroGPU call (one GPU allocation for the comparison)."""
-    return [decode_work(page, spec, decoder, {**knobs, **own}) for decoder, spec, own in plan]
+@gpu(duration=lambda page, model, decoder, params: decode_seconds(params.knobs()))
+def page_on_gpu(page, model: str, decoder: str, params) -> Trace:
+    """One decode of the Shuffle tab or its benchmark as its own ZeroGPU call (the probes' decode
+    arguments: a loaded page, a spec, the decoder, checked params), so no call outgrows the cap."""
+    models.check(model, decoder)
+    knobs = params.knobs()
+    limits = call_limits(knobs)
+    if params.max_seconds is not None:
+        limits = replace(limits, max_decode_seconds=min(limits.max_decode_seconds, params.max_seconds))
+    return api.decode(page, model=model, decoder=decoder, record=params.record, limits=limits, **knobs)
+
+
+def page_decoder():
+    """What the probes decode a page with: one GPU call per decode on ZeroGPU, else their own default (None)."""
+    if not ON_ZERO_GPU:
+        return None
+    return lambda page, model, decoder, params, progress=None: page_on_gpu(page, model, decoder, params)
+
+
+def say_over_cap(knobs: dict) -> None:
+    """Before a GPU call that cannot hold the whole decode: say so (the trace will show where it was cut)."""
+    if note := over_cap(knobs):
+        LOG.info("GPU call over the cap: %s", note)
+        gr.Info(note)
 
 
 @model_slot
@@ -61,15 +85,19 @@ def decode_job(page, spec: str, decoder: str, knobs: dict, progress=None, snapsh
     """A decode for the app: on ZeroGPU one pickled GPU call (no progress, no frames), elsewhere in
     this process with its progress and snapshot hooks."""
     if ON_ZERO_GPU:
+        say_over_cap(knobs)
         return decode_on_gpu(page, spec, decoder, knobs)
     return decode_work(page, spec, decoder, knobs, progress, snapshot)
 
 
 @model_slot
 def compare_job(page, plan: list[tuple[str, str, dict]], knobs: dict) -> list[Trace]:
-    """Every decode of the Compare tab at once (what it runs on ZeroGPU)."""
+    """Every decode of the Compare tab at once; on ZeroGPU one GPU call per decoder, so each
+    asks for its own decode's seconds and stays under the per-call cap."""
     if ON_ZERO_GPU:
-        return compare_on_gpu(page, plan, knobs)
+        for knobs_of in {repr(own): {**knobs, **own} for _, _, own in plan}.values():  # each note once
+            say_over_cap(knobs_of)
+        return [decode_on_gpu(page, spec, decoder, {**knobs, **own}) for decoder, spec, own in plan]
     return [decode_work(page, spec, decoder, {**knobs, **own}) for decoder, spec, own in plan]
 
 

@@ -26,7 +26,7 @@ from mudiff_viz.probes.replay import file_sha256, find_source
 from mudiff_viz.ui import controls, jobs, models, pagework, precheck
 from mudiff_viz.ui.animation import animation_row
 from mudiff_viz.ui.common import file_path, request_dir, safe_stem, sample_paths, user_errors, write_trace
-from mudiff_viz.ui.gpu import ON_ZERO_GPU, decode_seconds, gpu
+from mudiff_viz.ui.gpu import ON_ZERO_GPU
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.results import cleared, ordered, says_why, shows_failure
 from mudiff_viz.ui.capacity import DECODE_SLOTS
@@ -63,24 +63,23 @@ def sidecar_text(path: str) -> str | None:
 
 
 @model_slot
-@gpu(duration=lambda pages, spec, knobs, progress=None, finished=None: decode_seconds(knobs, passes=4))
 def shuffle_job(pages: ShufflePages, spec: str, knobs: dict, progress=None, finished=None) -> dict:
     """Both decoders on both pages: four traces keyed (decoder, column); ``finished(key, trace)``
-    hears of each as it is done (None on ZeroGPU, where the call is pickled)."""
+    hears of each as it is done. On ZeroGPU each decode is its own GPU call (jobs.page_decoder)."""
     for decoder in DECODERS:
         models.check(spec, decoder)
     params = {d: make_params(**knobs) for d in DECODERS}
-    return decode_grid(pages, {d: spec for d in DECODERS}, params, progress, finished)
+    return decode_grid(pages, {d: spec for d in DECODERS}, params, progress, finished, decode=jobs.page_decoder())
 
 
 def _bench_job(pages, levels, seeds: int, spec: str, knobs: dict, progress=None):
     for decoder in DECODERS:
         models.check(spec, decoder)
-    return run_shuffle_benchmark(pages, levels=levels, seeds=seeds, model=spec, progress=progress, knobs=knobs)
+    return run_shuffle_benchmark(pages, levels=levels, seeds=seeds, model=spec, progress=progress, knobs=knobs,
+                                 decode=jobs.page_decoder())
 
 
-bench_job = model_slot(gpu(_bench_job, duration=lambda pages, levels, seeds, spec, knobs, progress=None:
-                            decode_seconds(knobs, passes=4 * len(pages) * len(levels) * int(seeds))))
+bench_job = model_slot(_bench_job)  # on ZeroGPU one GPU call per decode (jobs.page_decoder)
 
 
 @dataclass
@@ -142,7 +141,7 @@ def run_shuffle(file, page_number, level, seed, spec, knobs: dict, probe="shuffl
     knobs = {"seed": int(seed or 0), **knobs}  # the probe's seed seeds the sampler too (the other knobs: their defaults)
     spec = spec or "nano"
     images = page_images(pages)  # encoded once: the streamed panes and the result show the same two pages
-    if ON_ZERO_GPU:  # one pickled GPU call: no progress crosses it
+    if ON_ZERO_GPU:  # four GPU calls, one per decode, made from this thread (spaces reads the request here)
         progress(0, desc="decoding four times on the GPU")
         traces = shuffle_job(pages, spec, knobs)
     else:
@@ -230,7 +229,7 @@ def run_shuffle_bench(levels, seeds, spec, knobs: dict, progress=gr.Progress()):
         raise UserInputError("tick at least one shuffle level")
     progress(0, desc="loading the bundled samples")
     pages, n_seeds, spec = bundled_bench_pages(), int(seeds or 1), spec or "nano"
-    if ON_ZERO_GPU:  # one pickled GPU call: no callbacks cross it
+    if ON_ZERO_GPU:  # one GPU call per decode, made from this thread (spaces reads the request here)
         result = bench_job(pages, chosen, n_seeds, spec, knobs, None)
     else:
         state, start = GridProgress(), time.monotonic()  # its progress() hears of each decode and checks for Stop
