@@ -24,8 +24,10 @@ DECODERS = ("self-speculative", "speculative")
 
 @pytest.fixture(scope="module")
 def rounds() -> list[list[Trace]]:
-    """Two rounds of AR, diffusion and both draft-and-verify decoders on the bundled sample."""
-    return [mv.compare(SAMPLE, also=DECODERS, max_new_tokens=64).traces for _ in range(2)]
+    """Two interleaved rounds of AR, diffusion and both draft-and-verify decoders on the bundled sample."""
+    cmp = mv.compare(SAMPLE, also=DECODERS, max_new_tokens=64, rounds=2)
+    assert cmp.rounds[-1] == cmp.traces and cmp.verdict() == verdict_markdown(cmp.rounds)
+    return cmp.rounds
 
 
 def with_decode_s(trace: Trace, seconds: float) -> Trace:

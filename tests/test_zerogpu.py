@@ -31,10 +31,11 @@ def test_every_decorated_call_pickles_its_real_arguments(boundary):
     called = {c["name"] for c in boundary["calls"]}
     assert set(boundary["decorated"]) == called == {
         "mudiff_viz.ui.jobs.decode_on_gpu", "mudiff_viz.ui.jobs.compare_on_gpu",
-        "mudiff_viz.ui.shuffle_tab.shuffle_job", "mudiff_viz.ui.shuffle_tab._bench_job"}
+        "mudiff_viz.ui.shuffle_tab.shuffle_job", "mudiff_viz.ui.shuffle_tab.seeds_job", "mudiff_viz.ui.shuffle_tab._bench_job"}
     assert all(c["bytes"] > 0 for c in boundary["calls"])
     # each handler ran to its result through the boundary (a pickling error would have failed it)
-    assert boundary["yields"] == {"decode": 2, "compare": 2, "shuffle": 2, "bench": 1}
+    # the Shuffle run: cleared, the grid with its spread pending, then the grid with the further seeds' verdict
+    assert boundary["yields"] == {"decode": 2, "compare": 2, "shuffle": 3, "bench": 1}
     assert "tokens/forward" in boundary["last_status"]["decode"] and "**diffusion**" in boundary["last_status"]["compare"]
 
 

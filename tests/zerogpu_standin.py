@@ -59,7 +59,8 @@ def main(models_dir: str, max_tokens: int) -> None:
     progress = lambda *a, **k: None  # noqa: E731  (a local closure: unpicklable, as gr.Progress's callbacks are)
     outputs = {}
     outputs["decode"] = list(decode_tab.run_decode(str(SAMPLE), 1, "nano", "diffusion", knobs, progress=progress))
-    outputs["compare"] = list(compare_tab.run_compare(str(SAMPLE), 1, "nano", "nano", "self-speculative", knobs, progress=progress))
+    outputs["compare"] = list(compare_tab.run_compare(str(SAMPLE), 1, "nano", "nano", "self-speculative", knobs, rounds=1,
+                                                        progress=progress))
     outputs["shuffle"] = list(shuffle_tab.run_shuffle(str(SAMPLE), 1, 1.0, 0, "nano", knobs, progress=progress))
     outputs["bench"] = list(shuffle_tab.run_shuffle_bench([1.0], 1, "nano", knobs, progress=progress))
     print(json.dumps({"on_zero_gpu": gpu.ON_ZERO_GPU, "decorated": gpu.DECORATED, "calls": CALLS,

@@ -198,8 +198,8 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
             diff_t = gr.HTML(elem_id="compare-diff-third")
     with gr.Accordion("Whole-run figures", open=True):
         with gr.Row():
-            fig_fwd = gr.Plot(show_label=False, visible=False)
-            fig_wall = gr.Plot(show_label=False, visible=False)
+            fig_fwd = gr.Plot(show_label=False, visible=False, elem_id="compare-fig-forward")
+            fig_wall = gr.Plot(show_label=False, visible=False, elem_id="compare-fig-wall")
         with gr.Row():
             fig_conf = gr.Plot(show_label=False, visible=False)
             fig_order = gr.Plot(show_label=False, visible=False)
