@@ -138,7 +138,8 @@ def run_compare(file, page_number, spec_diffusion, spec_ar, third, knobs: dict, 
                 if trace is not None:  # a frame, not a tick (a tick only moves the status)
                     latest = trace
                     panes = in_plan_order([*done_traces, trace], plan)
-                    frame["player"] = results.compare_panes(panes, image, partial=panes.index(trace), stream=stream)
+                    live = next(k for k, t in enumerate(panes) if t is trace)
+                    frame["player"] = results.compare_panes(panes, image, partial=live, stream=stream)
                 yield results.ordered(frame, names)
         done_rounds.append(in_plan_order(done_traces, plan))
     yield results.ordered(results.compare_result(done_rounds[-1], image, probes, stream=stream, rounds=done_rounds), names)

@@ -225,7 +225,8 @@ def compare_result(traces: list[Trace], image_url: str | None, probes: ProbeSpec
         "status": "  \n".join(tables.summary_markdown(t) for t in traces) + "  \n" + page_line(last, probes),
         "warning": warning_update(traces),
         "player": compare_panes(traces, image_url, stream=stream),
-        "table": gr.update(value=rows, headers=headers),
+        "table": gr.update(value=rows, headers=headers, label="Metrics" if not rounds or len(rounds) < 2 else
+                           f"Metrics of the last of {len(rounds)} rounds (the verdict above covers every round)"),
         **text_diffs(traces),
         "fig_forward": plot(figures.progress_curves(traces, "forward")),
         "fig_wall": plot(figures.progress_curves(traces, "wall")),

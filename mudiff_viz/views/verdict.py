@@ -162,6 +162,7 @@ def verdict_markdown(rounds: list[list[Trace]]) -> str:
         return ""
     lines = ["**Verdict** (wall clock: seconds of decode after the prefill; forward clock: batched model calls)"]
     lines += ["- " + matchup_line(m) for m in ms]
+    lines.append("")  # the note is a paragraph of its own, not part of the last item
     n = len(rounds)
     order = ", ".join(decoder_label(t.decoder) for t in rounds[0])
     if n == 1:
