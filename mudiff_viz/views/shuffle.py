@@ -44,7 +44,7 @@ def noise_verdict(decoder: str, changes: list[float], verb: str = "shuffling") -
     if len(pts) == 1:
         return (f"{who}: {mid:+.2f} points on one seed, with no spread to judge it against "
                 "(more seeds measure it)")
-    rng = f"{lo:+.2f} to {hi:+.2f} over {len(pts)} seeds"
+    rng = f"{lo:+.2f} to {hi:+.2f} over {len(pts)} seeds" if f"{lo:.2f}" != f"{hi:.2f}" else f"{lo:+.2f} on all {len(pts)} seeds"
     if lo > 0:
         return f"{who}: {verb} raised CER by {mid:+.2f} points on average, on every seed ({rng})"
     if hi < 0:
