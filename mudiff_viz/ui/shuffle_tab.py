@@ -182,7 +182,7 @@ def run_shuffle(file, page_number, level, seed, spec, knobs: dict, probe="shuffl
                       OUTPUTS)
         first = int(seed or 0)
         more = [(s, make_pages(file, page_number, probe, level, s, *probe_args)) for s in range(first + 1, first + n_seeds)]
-        changes = yield from streamed_seeds(more, out["scores"], spec, knobs, progress)
+        changes = yield from streamed_seeds(more, out["scores"], spec, knobs, progress, out["status"])
         out["status"] = shuffle_status(pages, out["scores"], changes)
     else:
         out["status"] = shuffle_status(pages, out["scores"], None)
@@ -196,9 +196,9 @@ def shuffle_status(pages: ShufflePages, scores: dict, further: dict | None) -> s
                                   pages.description, changes=changes)
 
 
-def streamed_seeds(more: list, scores: dict, spec: str, knobs: dict, progress):
-    """The further seeds' decodes in a worker thread with a status line every second; returns the
-    CER changes by decoder and seed (closing it cancels them)."""
+def streamed_seeds(more: list, scores: dict, spec: str, knobs: dict, progress, head: str = ""):
+    """The further seeds' decodes in a worker thread with a status line every second (under ``head``,
+    the grid's own numbers); returns the CER changes by decoder and seed (closing it cancels them)."""
     if ON_ZERO_GPU:
         return seeds_job(more, scores, spec, knobs)
     state, start = GridProgress(), time.monotonic()
@@ -211,8 +211,8 @@ def streamed_seeds(more: list, scores: dict, spec: str, knobs: dict, progress):
         if done:
             return result
         progress(state.done / max(1, state.total), desc="further seeds")
-        yield ordered({"status": views.seeds_progress_markdown(state.done, state.total, state.what,
-                                                               time.monotonic() - start)}, OUTPUTS)
+        line = views.seeds_progress_markdown(state.done, state.total, state.what, time.monotonic() - start)
+        yield ordered({"status": f"{head}  \n{line}" if head else line}, OUTPUTS)
 
 
 def page_images(pages: ShufflePages) -> dict[str, str]:
