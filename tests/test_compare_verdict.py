@@ -141,3 +141,15 @@ def test_every_decoder_has_its_own_okabe_ito_colour_everywhere(rounds):
         named = {tr.name: (tr.line.color if tr.type == "scatter" else tr.marker.color) for tr in fig.data}
         assert set(named) == {"AR", "diffusion", *DECODERS}
         assert len(set(named.values())) == len(named)
+
+
+def test_the_corpus_charts_tell_the_draft_and_verify_decoders_apart(rounds):
+    """Corpus points of all four decoders (from these decodes): each decoder its own named colour."""
+    from mudiff_viz.corpus import figures as corpus_figures
+
+    points = [{"decoder": t.decoder, "tokens": t.n_tokens, "tokens_per_forward": t.metrics.tokens_per_forward,
+               "source": "courier-short.pdf", "page_index": 0, "seed": 0, "cer": t.metrics.cer, "run_id": "r",
+               "page_id": "p"} for t in rounds[0]]
+    fig = corpus_figures.tokens_per_forward(points)
+    colours = {tr.name: tr.marker.color for tr in fig.data}
+    assert set(colours) == {"AR", "diffusion", *DECODERS} and len(set(colours.values())) == 4

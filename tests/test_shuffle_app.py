@@ -340,7 +340,7 @@ def test_stop_keeps_and_shows_what_the_benchmark_finished(tmp_path_factory, monk
     registry._cache.clear()
     real_ticking = jobs.ticking
     monkeypatch.setattr(jobs, "ticking", lambda job, interval_s=1.0: real_ticking(job, 0.005))
-    stop = shuffle_tab.BenchStop()
+    stop = shuffle_tab.bench_stop()
     decodes: list = []
     real_bench = shuffle_tab.run_shuffle_benchmark
     monkeypatch.setattr(shuffle_tab, "run_shuffle_benchmark", lambda *a, progress, **k: real_bench(

@@ -286,23 +286,22 @@ def bundled_bench_pages():
     return pages
 
 
-@dataclass
-class BenchStop:
-    """The Stop button's flag for one browser session's benchmark (a gr.State: Stop sets it, the
-    running benchmark reads it after each decode and returns what finished, marked partial)."""
-    requested: bool = False
+def bench_stop() -> dict:
+    """The Stop button's flag for one browser session's benchmark (a gr.State, plain data: Stop
+    sets it, the running benchmark reads it after each decode and returns what finished, partial)."""
+    return {"requested": False}
 
 
 @user_errors
-def run_shuffle_bench(levels, seeds, spec, knobs: dict, stop: BenchStop | None = None, progress=gr.Progress()):
+def run_shuffle_bench(levels, seeds, spec, knobs: dict, stop: dict | None = None, progress=gr.Progress()):
     """The benchmark over the bundled samples in a worker thread: a status line every second, then
     summary, figure, table, downloads. Stop ends it after the decode in progress and shows what
     finished, marked partial; leaving the page ends it too (jobs.ticking) and frees the model slot."""
     chosen = sorted({float(v) for v in (levels or [])})
     if not chosen:
         raise UserInputError("tick at least one shuffle level")
-    stop = stop if stop is not None else BenchStop()
-    stop.requested = False
+    stop = stop if stop is not None else bench_stop()
+    stop["requested"] = False
     progress(0, desc="loading the bundled samples")
     pages, n_seeds, spec = bundled_bench_pages(), int(seeds or 1), spec or "nano"
     if ON_ZERO_GPU:  # one pickled GPU call: no callbacks cross it
@@ -313,7 +312,7 @@ def run_shuffle_bench(levels, seeds, spec, knobs: dict, stop: BenchStop | None =
         def job(check):
             def check_both() -> None:
                 check()  # the viewer left: Cancelled, nothing to show
-                if stop.requested:  # Stop: the benchmark returns what finished
+                if stop["requested"]:  # Stop: the benchmark returns what finished
                     raise BenchStopped()
 
             state.check = check_both
@@ -323,7 +322,7 @@ def run_shuffle_bench(levels, seeds, spec, knobs: dict, stop: BenchStop | None =
             if done:
                 break
             yield (views.bench_progress_markdown(state.done, state.total, state.what, time.monotonic() - start,
-                                                 stopping=stop.requested),
+                                                 stopping=stop["requested"]),
                    gr.update(), gr.update(), gr.update())
     paths = write_outputs(result, request_dir() / "shuffle-bench")
     headers, rows = views.bench_table(result.summary)
@@ -332,9 +331,9 @@ def run_shuffle_bench(levels, seeds, spec, knobs: dict, stop: BenchStop | None =
            gr.update(value=[str(p) for p in paths.values()], visible=True))
 
 
-def request_stop(stop: BenchStop) -> str:
+def request_stop(stop: dict) -> str:
     """The Stop button: flag the running benchmark (it stops after the decode in progress)."""
-    stop.requested = True
+    stop["requested"] = True
     return "Stopping the benchmark after the decode in progress: what finished will show below, marked partial…"
 
 
@@ -412,7 +411,7 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
     precheck.checked_then(run, check, controls.with_knobs(run_shuffle, 5, names), inputs,
                           says_why([status, player, table, *diffs, files]), "shuffle", concurrency_id=MODEL_WORK,
                           concurrency_limit=DECODE_SLOTS, scroll_to_output=True, show_progress="minimal")
-    stopper = gr.State(BenchStop())
+    stopper = gr.State(bench_stop())
     bench.click(controls.with_knobs(run_shuffle_bench, 3, names), [levels, seeds, model, *knob_inputs, stopper],
                 [bench_status, bench_fig, bench_table, bench_files], concurrency_id=MODEL_WORK,
                 concurrency_limit=DECODE_SLOTS, api_name="shuffle_bench", show_progress="minimal")
