@@ -77,7 +77,11 @@ def test_four_panes_render_and_scrub_together(page):
     fs = frames(page)
     s = page.eval_on_selector(f"{PLAYER} .mp-mount", "el => el.__mudiffPlayer.s")
     assert s > 0 and [f["frame"] for f in fs] == [min(s, f["n"]) for f in fs]
-    # the score table has both decoders
+    # the further seeds' verdict, then the score table has both decoders
+    page.wait_for_function("() => /over 3 seeds|on all 3 seeds/.test(document.querySelector('#shuffle-status').innerText)",
+                           timeout=180_000)
+    status = page.inner_text("#shuffle-status")
+    assert "diffusion:" in status and "AR:" in status
     assert "diffusion" in page.inner_text("#shuffle-scores") and "AR" in page.inner_text("#shuffle-scores")
 
 
