@@ -7,6 +7,7 @@ so these tests need neither the trained weights nor a network.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,28 @@ def test_compare_endpoint(client):
     two = named(client.predict(file=handle_file(str(SAMPLE)), page_number=1, third="none", max_new_tokens=8,
                                api_name="/compare"), COMPARE_OUTPUTS)
     assert len(two["player"]["panes"]) == 2 and two["diff_third"] == ""
+
+
+def test_compare_states_a_verdict_on_both_clocks_with_its_spread(client):
+    """Interleaved rounds: the verdict names each decoder's forwards and seconds of decode, who is
+    faster on wall time with the range over the rounds, how many fewer forwards, and why."""
+    from gradio_client import handle_file
+
+    out = named(client.predict(file=handle_file(str(SAMPLE)), page_number=1, third="speculative", rounds=3,
+                               max_new_tokens=24, api_name="/compare"), COMPARE_OUTPUTS)
+    verdict = out["verdict"]
+    lines = [line for line in verdict.splitlines() if line.startswith("- **")]
+    assert [line.split("**")[1] for line in lines] == ["diffusion", "speculative"]
+    for line in lines:
+        assert "forward" in line and " s of decode" in line and "**AR** in " in line
+        assert re.search(r"faster on wall time\*\* \((one round|the same in all 3 rounds|[\d.]+–[\d.]+x over 3 rounds)"
+                         r"|no winner on wall time", line), line
+        assert re.search(r"x (fewer|more) forwards\*\*; one \S+ forward costs [\d.]+ AR forwards here", line), line
+    assert "3 rounds, interleaved" in verdict
+    # the player and the table show the last round, in plan order
+    assert [p["decoder"] for p in out["player"]["panes"]] == ["ar", "diffusion", "speculative"]
+    with pytest.raises(Exception, match=r"maximum value 5|rounds must be from 1 to 5"):
+        client.predict(file=handle_file(str(SAMPLE)), page_number=1, rounds=9, api_name="/compare")
 
 
 def test_decode_streams_frames_before_the_result(client):

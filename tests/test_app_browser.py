@@ -244,3 +244,37 @@ def test_release_settings_and_our_defaults_buttons_set_the_knobs(page):
     page.wait_for_function("() => document.querySelector('#decode-temperature input[type=number]').value === '0'",
                            timeout=10_000)
     assert (value("block-length"), value("max-new-tokens")) == ("32", "1024")
+
+
+def test_compare_states_a_verdict_and_every_chart_names_each_decoder_in_its_own_colour(page):
+    """A Compare run (AR, diffusion, self-speculative; two interleaved rounds by default): the
+    verdict names the forwards and seconds of decode of each, who is faster on wall time with the
+    spread over the rounds, and why; every chart of the player has a legend with one entry per
+    decoder, each in its own colour, and the whole-run figures name each decoder once."""
+    page.get_by_role("tab", name="Compare AR vs diffusion").click()
+    run_and_wait(page, "#compare-run", "#compare-player", timeout=240_000)
+    verdict = page.inner_text("#compare-verdict")
+    lines = [line for line in verdict.splitlines() if " finished in " in line]
+    assert [line.split(" finished in ")[0].strip("•-* ") for line in lines] == ["diffusion", "self-speculative"], verdict
+    for line in lines:
+        assert " s of decode" in line and "AR in " in line and "fewer forwards" in line or "more forwards" in line
+        assert "faster on wall time" in line or "no winner on wall time" in line
+        assert "over 2 rounds" in line or "the same in all 2 rounds" in line
+        assert "AR forwards here" in line
+    assert "2 rounds, interleaved" in verdict
+    legends = page.eval_on_selector_all(
+        "#compare-player .mp-chart .mp-chart-legend",
+        "ls => ls.map(l => Array.from(l.querySelectorAll('.mp-key-item'), "
+        "k => [k.innerText.trim(), getComputedStyle(k.querySelector('line')).stroke]))")
+    charts = page.locator("#compare-player .mp-chart:not([data-chart=order])").count()
+    assert charts >= 3 and len(legends) == charts
+    for entries in legends:
+        assert [name for name, _ in entries] == ["AR", "diffusion", "self-speculative"]
+        assert len({colour for _, colour in entries}) == 3, entries
+    # the chart lines are drawn in the legend's colours
+    strokes = page.eval_on_selector_all("#compare-player .mp-chart[data-chart=progress] path.mp-series",
+                                        "ps => ps.map(p => getComputedStyle(p).stroke)")
+    assert strokes == [colour for _, colour in legends[0]][:len(strokes)] and len(set(strokes)) == 3
+    page.wait_for_selector("#compare-fig-forward .legendtext", timeout=30_000)
+    names = page.eval_on_selector_all("#compare-fig-forward .legendtext", "ts => ts.map(t => t.textContent)")
+    assert names == ["AR", "diffusion", "self-speculative"]

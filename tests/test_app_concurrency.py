@@ -51,7 +51,7 @@ def test_model_jobs_hold_the_process_lock():
     from mudiff_viz.ui import jobs, shuffle_tab
     from mudiff_viz.ui.slot import MODEL_LOCK
 
-    for job in (jobs.decode_job, shuffle_tab.shuffle_job, shuffle_tab.bench_job):
+    for job in (jobs.decode_job, shuffle_tab.shuffle_job, shuffle_tab.seeds_job, shuffle_tab.bench_job):
         assert job.__code__.co_filename.endswith("slot.py"), job  # the model_slot wrapper
     # behaviour: a decode waits while other holders have every slot
     done = threading.Event()

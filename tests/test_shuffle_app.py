@@ -182,6 +182,53 @@ def test_the_shuffle_run_streams_its_status_and_finished_panes(tmp_path_factory,
     assert all(g.get("layout") != "grid" for g in grids if len(g["panes"]) < 4)
 
 
+def test_a_change_is_judged_against_its_seed_spread():
+    """The verdict claims an effect only when every seed moves CER the same way, and always shows the
+    range. The numbers are the subword pair's on courier-short.pdf, level 1, seeds 0 and 1 (diffusion
+    10.26% -> 5.80% and -> 17.81%): one seed alone said "shuffling helped"."""
+    noisy = views.noise_verdict("diffusion", [0.0580 - 0.1026, 0.1781 - 0.1026])
+    assert noisy == ("diffusion: no effect beyond the seed spread (+1.55 points on average, ±6.00: "
+                     "-4.46 to +7.55 over 2 seeds)")
+    assert views.noise_verdict("ar", [0.01, 0.02, 0.03]) == (
+        "AR: shuffling raised CER by +2.00 points on average, on every seed (+1.00 to +3.00 over 3 seeds)")
+    assert "lowered" in views.noise_verdict("ar", [-0.01, -0.02])
+    assert views.noise_verdict("diffusion", [0.0, 0.0, 0.0]) == "diffusion: no effect: CER unchanged on all 3 seeds"
+    assert "one seed, with no spread" in views.noise_verdict("diffusion", [0.05])
+
+
+def test_further_seeds_decode_only_the_probed_page(tiny_models, pages, traces):
+    from mudiff_viz.decoding.pipeline import make_params
+    from mudiff_viz.probes.pairs import further_seed_changes
+
+    specs = {d: str(tiny_models[d]) for d in ("diffusion", "ar")}
+    params = {d: make_params(block_length=8, steps=8, max_new_tokens=24) for d in specs}
+    scores = score_grid(traces, pages)
+    more = [(s, shuffle_pages(SAMPLE.read_bytes(), 1.0, s)) for s in (1, 2)]
+    seen: list = []
+    further = further_seed_changes(more, scores, specs, params, progress=lambda d, t, w: seen.append((d, t, w)))
+    assert [d for d, _, _ in seen] == [1, 2, 3, 4] and {t for _, t, _ in seen} == {4}
+    assert all("seed" in w for _, _, w in seen)
+    for decoder in ("diffusion", "ar"):
+        assert sorted(further[decoder]) == [1, 2]
+        # each change is that seed's probed page scored against its own ground truth, minus the control
+        from mudiff_viz.decoding.pipeline import decode_page
+        sp = more[0][1].shuffled
+        again = decode_page(sp.page, model=specs[decoder], decoder=decoder, params=params[decoder])
+        from mudiff_viz.probes.bench import score_row
+        expected = score_row(with_line_truth(again, sp.gt_text), sp.gt_text)["cer"] - scores[(decoder, "original")]["cer"]
+        assert further[decoder][1] == pytest.approx(expected)
+    changes = views.seed_changes(scores, pages.seed, further)
+    assert [len(c) for c in changes.values()] == [3, 3]
+    status = views.summary_markdown(scores, pages.level, pages.seed, pages.lines_changed, pages.lines_total,
+                                    changes=changes)
+    for decoder, label in (("diffusion", "diffusion"), ("ar", "AR")):
+        line = next(line for line in status.splitlines() if line.startswith(label + ":"))
+        lo, hi = (100 * min(changes[decoder]), 100 * max(changes[decoder]))
+        assert (f"{lo:+.2f} to {hi:+.2f} over 3 seeds" in line) or "unchanged on all 3 seeds" in line, line
+    one = views.summary_markdown(scores, pages.level, pages.seed, pages.lines_changed, pages.lines_total)
+    assert "one page and one seed" in one and "no seed spread" in one
+
+
 # ---- through the launched app -------------------------------------------------------------------
 
 
@@ -205,6 +252,10 @@ def test_shuffle_endpoint_returns_four_traces(client):
     status, payload, table, *diffs, files = (value(x) for x in out)
     payload = player_payload(payload)  # the app sends it as JSON text
     assert "our reconstruction" in status and "level 0.5, seed 2" in status
+    # the default three seeds: every decoder's change beside its seed spread
+    for label in ("diffusion", "AR"):
+        assert re.search(rf"{label}: (no effect beyond the seed spread .*over 3 seeds|no effect: CER unchanged on all 3 "
+                         rf"seeds|shuffling (raised|lowered) CER .*over 3 seeds)", status), status
     assert payload["layout"] == "grid" and len(payload["panes"]) == 4
     assert all(p["page"]["image"].startswith("data:image/jpeg;base64,") for p in payload["panes"])
     assert [r[0] for r in table["data"]] == ["diffusion", "AR"]
@@ -277,6 +328,41 @@ def test_leaving_the_shuffle_run_cancels_its_decodes(tmp_path_factory, pages, mo
         assert worker_ends()
     registry._cache.clear()
     assert "work cancelled" in caplog.text and len(finished) < 4
+
+
+def test_stop_keeps_and_shows_what_the_benchmark_finished(tmp_path_factory, monkeypatch):
+    """Stop flags the running benchmark: it ends after the decode in progress and the decodes that
+    finished come back as summary, figure, table and downloads, marked partial."""
+    from models import registry
+    from mudiff_viz.ui import jobs, shuffle_tab
+
+    monkeypatch.setattr(registry, "NANO_DIR", make_tiny_twins(tmp_path_factory.mktemp("partial-models")))
+    registry._cache.clear()
+    real_ticking = jobs.ticking
+    monkeypatch.setattr(jobs, "ticking", lambda job, interval_s=1.0: real_ticking(job, 0.005))
+    stop = shuffle_tab.bench_stop()
+    decodes: list = []
+    real_bench = shuffle_tab.run_shuffle_benchmark
+    monkeypatch.setattr(shuffle_tab, "run_shuffle_benchmark", lambda *a, progress, **k: real_bench(
+        *a, progress=lambda d, t, m: (decodes.append((d, t)), progress(d, t, m)), **k))
+    gen = shuffle_tab.run_shuffle_bench([0.0, 0.5, 1.0], 2, "nano", {"block_length": 8, "steps": 8, "max_new_tokens": 16},
+                                        stop, progress=lambda *a, **k: None)
+    frames = [next(gen)]
+    while len(decodes) < 3:
+        frames.append(next(gen))
+    assert "stopping" not in frames[-1][0]
+    assert shuffle_tab.request_stop(stop).startswith("Stopping the benchmark")
+    frames += list(gen)
+    registry._cache.clear()
+    status, fig, table, files = frames[-1]
+    finished, planned = len(decodes), decodes[0][1]
+    assert 3 <= finished < planned
+    assert f"partial: stopped after {finished} of {planned} decodes" in status
+    assert fig["visible"] and table["visible"] and files["visible"]
+    assert f"partial: {finished} of {planned} decodes, stopped" in fig["value"].layout.title.text
+    rows = json.loads(Path(next(f for f in files["value"] if f.endswith("results.json"))).read_text())
+    assert len(rows) == finished and all(r["page"] == rows[0]["page"] for r in rows)  # the first page's decodes
+    assert [r[0] for r in table["value"]] == ["diffusion", "AR"]
 
 
 def test_stopping_the_benchmark_ends_it_after_the_decode_in_progress(tmp_path_factory, monkeypatch, caplog):

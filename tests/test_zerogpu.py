@@ -38,7 +38,7 @@ def test_every_decorated_call_runs_in_a_forked_worker(boundary):
     # each handler ran to its result through the boundary (a pickling error would have failed it)
     out = boundary["outputs"]
     assert {k: out[k]["frames"] for k in ("decode", "compare", "shuffle", "bench")} == {
-        "decode": 2, "compare": 2, "shuffle": 2, "bench": 1}
+        "decode": 2, "compare": 2, "shuffle": 3, "bench": 1}
     assert "tokens/forward" in out["decode"]["last_status"] and "**diffusion**" in out["compare"]["last_status"]
 
 
@@ -46,8 +46,9 @@ def test_work_is_split_into_one_gpu_call_per_decode(boundary):
     names = [c["name"].rsplit(".", 1)[1] for c in boundary["calls"] if c["name"].startswith("mudiff_viz.")]
     # Decode: 1; Compare (AR, diffusion, self-speculative): 3; the broken model: 1
     assert names.count("decode_on_gpu") == 1 + 3 + 1
-    # Shuffle: 4 decodes; benchmark: 4 bundled pages x 1 level x 1 seed x 2 decoders
-    assert names.count("page_on_gpu") == 4 + 8
+    # Shuffle: 4 decodes, then the probed page under 2 further seeds x 2 decoders (the seed spread);
+    # benchmark: 4 bundled pages x 1 level x 1 seed x 2 decoders
+    assert names.count("page_on_gpu") == 4 + 2 * 2 + 8
 
 
 def test_durations_follow_the_work_under_the_cap(boundary):

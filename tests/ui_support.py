@@ -175,7 +175,7 @@ def run_and_wait(pg, button: str, root: str = "#player", timeout: int = 120_000)
 # The outputs of the app's API endpoints, in order (mudiff_viz/ui/results.py names them).
 DECODE_OUTPUTS = ("status", "warning", "player", "fig_order", "fig_conf", "fig_tpf", "downloads")
 COMPARE_OUTPUTS = ("status", "warning", "player", "table", "diff_note", "diff_ar", "diff_diffusion", "diff_third",
-                   "fig_forward", "fig_wall", "fig_conf", "fig_order", "downloads")
+                   "fig_forward", "fig_wall", "fig_conf", "fig_order", "downloads", "verdict")
 VIEW_OUTPUTS = ("status", "warning", "player", "fig_order", "fig_conf", "fig_tpf", "downloads", "table", "fig_wall")
 
 

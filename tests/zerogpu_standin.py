@@ -146,7 +146,7 @@ def main(models_dir: str, max_tokens: int) -> None:
     progress = lambda *a, **k: None  # noqa: E731  (a local closure: unpicklable, as gr.Progress's callbacks are)
     outputs = {
         "decode": run(decode_tab.run_decode, str(SAMPLE), 1, "nano", "diffusion", knobs, progress=progress),
-        "compare": run(compare_tab.run_compare, str(SAMPLE), 1, "nano", "nano", "self-speculative", knobs,
+        "compare": run(compare_tab.run_compare, str(SAMPLE), 1, "nano", "nano", "self-speculative", knobs, rounds=1,
                        progress=progress),
         "shuffle": run(shuffle_tab.run_shuffle, str(SAMPLE), 1, 1.0, 0, "nano", knobs, progress=progress),
         "bench": run(shuffle_tab.run_shuffle_bench, [1.0], 1, "nano", knobs, progress=progress),

@@ -109,27 +109,35 @@ def load_trace(path: str | Path) -> Trace:
 
 def compare(source: Source, *, model: str = "nano", ar_model: str | None = None, page: int = 0, dpi: float = 150,
             occlude=None, degrade=None, probe_seed: int = 0, limits: Limits | None = None, preset: str | None = None,
-            also: Sequence[str] = (), **knobs: Any) -> Comparison:
+            also: Sequence[str] = (), rounds: int = 1, **knobs: Any) -> Comparison:
     """AR and diffusion on the same page (AR first, as the app does), then each decoder of ``also``
     (``"self-speculative"``, ``"speculative"``: the diffusion model drafts; the speculative
-    decoder's verifier is ``ar_model``, which defaults to ``model``)."""
+    decoder's verifier is ``ar_model``, which defaults to ``model``). ``rounds`` > 1 runs them all
+    that many times, interleaved (each round starts one decoder on), for the verdict's spread; the
+    comparison holds the last round and, in ``rounds``, every round."""
     limits = limits or current()
     params = make_params(limits, **preset_knobs(preset, check_knobs(knobs), limits.max_new_tokens))
     for name in also:
         get_decoder(name)
+    if not 1 <= int(rounds) <= 20:
+        raise UserInputError(f"rounds must be from 1 to 20, got {rounds}")
     loaded = load_page(source, page, dpi, occlude, degrade, probe_seed, limits)
     ar_spec = ar_model or model
-    ar = decode_page(loaded, model=ar_spec, decoder="ar", params=params)
-    diffusion = decode_page(loaded, model=model, decoder="diffusion", params=params)
-    more = {}
+    plan = [("ar", ar_spec, params), ("diffusion", model, params)]
     for name in dict.fromkeys(also):
         if name in ("ar", "diffusion"):
             continue
         own = replace(params, more={**params.more, "verifier": params.verifier or ar_spec}) if name == "speculative" else params
-        more[name] = decode_page(loaded, model=model, decoder=name, params=own)
-    for t in (ar, diffusion, *more.values()):
+        plan.append((name, model, own))
+    done: list[list[Trace]] = []
+    for r in range(int(rounds)):
+        turn = plan[r % len(plan):] + plan[:r % len(plan)]
+        got = {name: decode_page(loaded, model=spec, decoder=name, params=p) for name, spec, p in turn}
+        done.append([got[name] for name, _, _ in plan])
+    for t in (t for rnd in done for t in rnd):
         page_images.remember(t, loaded.image)
-    return Comparison(ar=ar, diffusion=diffusion, also=more)
+    ar, diffusion, *more = done[-1]
+    return Comparison(ar=ar, diffusion=diffusion, also={t.decoder: t for t in more}, rounds=done)
 
 
 def shuffle(source: Source, *, level: float = 1.0, seed: int = 0, model: str = "nano", ar_model: str | None = None,

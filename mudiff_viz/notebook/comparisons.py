@@ -10,6 +10,7 @@ import pandas as pd
 
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.views import tables
+from mudiff_viz.views.verdict import verdict_markdown
 
 
 @dataclass
@@ -20,6 +21,7 @@ class Comparison:
     ar: Trace
     diffusion: Trace
     also: dict[str, Trace] = field(default_factory=dict)
+    rounds: list[list[Trace]] = field(default_factory=list)  # every round's traces (the last is the above)
 
     @property
     def traces(self) -> list[Trace]:
@@ -31,6 +33,11 @@ class Comparison:
             if t.decoder == decoder:
                 return t
         raise KeyError(f"{decoder!r} is not in this comparison: {', '.join(t.decoder for t in self.traces)}")
+
+    def verdict(self) -> str:
+        """The Compare tab's verdict (markdown): who won on wall time, with the spread over the
+        rounds, and on forwards, and what one forward costs in AR forwards."""
+        return verdict_markdown(self.rounds or [self.traces])
 
     def metrics_frame(self) -> pd.DataFrame:
         """The Compare tab's metrics table: one row per metric, one column per decoder."""

@@ -31,6 +31,7 @@ from mudiff_viz.inputs.pages import read_source, sniff_kind
 from mudiff_viz.probes.perturb import degrade, occlude
 from mudiff_viz.probes.shuffle import check_level, shuffle_page
 from mudiff_viz.views.labels import decoder_colour
+from mudiff_viz.views.shuffle import noise_verdict
 
 ROW_FIELDS = [
     "page", "level", "occlusion", "degrade", "seed", "decoder", "cer", "tokens", "nfe", "wall_s", "mean_confidence",
@@ -53,12 +54,23 @@ class BenchPage:
     trusted: bool = False  # our own synthetic PDFs render in-process
 
 
+class BenchStopped(Exception):
+    """Raised by a benchmark's ``progress`` callback to stop it after the decode just finished: the
+    benchmark then returns what finished, marked partial (the app's Stop button)."""
+
+
 @dataclass
 class BenchResult:
     rows: list[dict]
     figure: object  # plotly Figure
     summary: dict = field(default_factory=dict)  # per decoder: the shuffle axis (no occlusion, no degradation)
     conditions: list[dict] = field(default_factory=list)  # per decoder and cell of the grid (condition_table)
+    planned: int = 0  # decodes the benchmark was asked for (rows, reused ones included)
+    partial: bool = False  # stopped before every planned decode finished: rows are what finished
+
+    @property
+    def finished(self) -> int:
+        return len(self.rows)
 
 
 def bench_pages_from_paths(
@@ -193,8 +205,9 @@ def run_shuffle_benchmark(
 
     ``seeds`` is a count (seeds 0..N-1) or explicit seeds. ``model`` is one spec for both decoders
     or ``diffusion=SPEC,ar=SPEC``. ``degradations``: knob dicts for :func:`degrade` ({} = none).
-    ``progress(done, total, message)`` is called after each decode. ``decode``: ``decode_page`` or a
-    stand-in with its arguments (the app's ZeroGPU calls, one per decode).
+    ``progress(done, total, message)`` is called after each decode; if it raises :class:`BenchStopped`,
+    the rows so far come back as a partial result (summary and figure of what finished). ``decode``:
+    ``decode_page`` or a stand-in with its arguments (the app's ZeroGPU calls, one per decode).
     """
     limits = limits or current()
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
@@ -207,38 +220,50 @@ def run_shuffle_benchmark(
     rows: list[dict] = []
     done_cache: dict[tuple[str, str], dict] = {}
     done = 0
-    for bp in pages:
-        for seed in seed_list:
-            for level in levels:
-                sp = shuffle_page(bp.data, level, seed, page_index=bp.page_index, dpi=dpi, gt_text=bp.gt_text,
-                                  trusted=bp.trusted, rerender=True, limits=limits)
-                if sp.gt_text is None:
-                    raise UserInputError(f"{bp.name}: ground truth unknown at level {level}: {sp.result.note}")
-                for fraction in occlusions:
-                    occluded = occlude(sp.page, fraction=fraction, seed=seed).page if fraction else sp.page
-                    for spec in degradations:
-                        page = degrade(occluded, seed=seed, **spec).page if spec else occluded
-                        key = hashlib.sha256(page.image.tobytes() + sp.gt_text.encode()).hexdigest()
-                        for decoder in decoders:
-                            cached = done_cache.get((key, decoder))
-                            if cached is None:
-                                # recorded: the order statistics (steps per block, first-step share) need the steps
-                                params = make_params(limits, **{**(knobs or {}), "record": True})
-                                trace = (decode or decode_page)(page, model=specs[decoder], decoder=decoder, params=params)
-                                cached = done_cache[(key, decoder)] = score_row(trace, sp.gt_text)
-                                reused = False
-                            else:
-                                reused = True
-                            rows.append({"page": bp.name, "level": level, "occlusion": fraction,
-                                         "degrade": degrade_name(spec), "seed": seed, "decoder": decoder, **cached,
-                                         "model": specs[decoder], "reused": reused})
-                            done += 1
-                            if progress:
-                                msg = (f"{bp.name} level {level:g} occlusion {fraction:g} {degrade_name(spec)} seed {seed} "
-                                       f"{decoder}: CER {cached['cer']:.3f}")
-                                progress(done, total, msg)
-    return BenchResult(rows=rows, figure=shuffle_figure(base_rows(rows)), summary=summarize(base_rows(rows)),
-                       conditions=condition_table(rows))
+    partial = False
+    try:
+        for bp in pages:
+            for seed in seed_list:
+                for level in levels:
+                    sp = shuffle_page(bp.data, level, seed, page_index=bp.page_index, dpi=dpi, gt_text=bp.gt_text,
+                                      trusted=bp.trusted, rerender=True, limits=limits)
+                    if sp.gt_text is None:
+                        raise UserInputError(f"{bp.name}: ground truth unknown at level {level}: {sp.result.note}")
+                    for fraction in occlusions:
+                        occluded = occlude(sp.page, fraction=fraction, seed=seed).page if fraction else sp.page
+                        for spec in degradations:
+                            page = degrade(occluded, seed=seed, **spec).page if spec else occluded
+                            key = hashlib.sha256(page.image.tobytes() + sp.gt_text.encode()).hexdigest()
+                            for decoder in decoders:
+                                cached = done_cache.get((key, decoder))
+                                if cached is None:
+                                    # recorded: the order statistics (steps per block, first-step share) need the steps
+                                    params = make_params(limits, **{**(knobs or {}), "record": True})
+                                    trace = (decode or decode_page)(page, model=specs[decoder], decoder=decoder,
+                                                                    params=params)
+                                    cached = done_cache[(key, decoder)] = score_row(trace, sp.gt_text)
+                                    reused = False
+                                else:
+                                    reused = True
+                                rows.append({"page": bp.name, "level": level, "occlusion": fraction,
+                                             "degrade": degrade_name(spec), "seed": seed, "decoder": decoder, **cached,
+                                             "model": specs[decoder], "reused": reused})
+                                done += 1
+                                if progress:
+                                    msg = (f"{bp.name} level {level:g} occlusion {fraction:g} {degrade_name(spec)} seed {seed} "
+                                           f"{decoder}: CER {cached['cer']:.3f}")
+                                    progress(done, total, msg)
+    except BenchStopped:
+        partial = len(rows) < total
+    return bench_result(rows, planned=total, partial=partial)
+
+
+def bench_result(rows: list[dict], planned: int = 0, partial: bool = False) -> BenchResult:
+    """Figure, summary and grid of the rows (all of them, or those that finished before a stop)."""
+    title = f" · partial: {len(rows)} of {planned} decodes, stopped" if partial else ""
+    return BenchResult(rows=rows, figure=shuffle_figure(base_rows(rows), title), summary=summarize(base_rows(rows)),
+                       conditions=condition_table(rows), planned=planned or len(rows), partial=partial)
+
 
 
 # ---- summaries and the figure -----------------------------------------------------------------
@@ -334,7 +359,9 @@ def summarize(rows: list[dict]) -> dict:
         hi = 1.0 if 1.0 in cer_by else levels[-1]
         errs = sum(r["error_tokens"] for r in rows if r["decoder"] == decoder)
         conf = sum(r["confident_error_tokens"] for r in rows if r["decoder"] == decoder)
+        at_lo, at_hi = seed_means(rows, decoder, lo), seed_means(rows, decoder, hi)
         out[decoder] = {
+            "cer_change_by_seed": {s: round(at_hi[s] - at_lo[s], 5) for s in at_hi if s in at_lo},
             "cer_by_level": cer_by,
             "cer_seed_range": spread,
             "from_level": lo,
@@ -360,12 +387,14 @@ def summary_lines(summary: dict) -> list[str]:
             f"confidently wrong (conf > {CONFIDENT}): "
             + (f"{100 * share:.1f}% of erroneous tokens" if share is not None else "no erroneous tokens")
         )
+        if hi != lo:
+            lines.append(noise_verdict(decoder, list(s["cer_change_by_seed"].values())))
     return lines
 
 
-def shuffle_figure(rows: list[dict]):
+def shuffle_figure(rows: list[dict], note: str = ""):
     """CER vs shuffle level per decoder: mean over seeds with the min-max range of the per-seed
-    means as error bars, and each seed's mean as a faint point."""
+    means as error bars, and each seed's mean as a faint point; ``note`` ends the title."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -389,7 +418,7 @@ def shuffle_figure(rows: list[dict]):
     n_pages = len({r["page"] for r in rows})
     n_seeds = len({r["seed"] for r in rows})
     fig.update_layout(
-        title=f"Semantic Shuffle (our reconstruction): CER vs shuffle level ({n_pages} pages x {n_seeds} seeds)",
+        title=f"Semantic Shuffle (our reconstruction): CER vs shuffle level ({n_pages} pages x {n_seeds} seeds){note}",
         xaxis_title="shuffle level (fraction of each line's words permuted)",
         yaxis_title="CER (mean over pages; bars: range over seeds)",
         yaxis={"tickformat": ".2%", "rangemode": "tozero"},  # from zero: a flat line must look flat

@@ -165,3 +165,31 @@ def score_grid(traces: dict[Key, Trace], pages: ShufflePages) -> dict[Key, dict 
         gt = pages.page(column).gt_text
         out[(decoder, column)] = score_row(trace, gt) if gt is not None else None
     return out
+
+
+def further_seed_changes(
+    more: list[tuple[int, ShufflePages]],
+    control: dict[Key, dict | None],
+    specs: dict[str, str],
+    params: dict[str, object],
+    progress: Progress | None = None,
+    decode=None,
+) -> dict[str, dict[int, float]]:
+    """The CER change (probed minus original) under each further seed: only the probed page is
+    decoded, the control is the grid's (its page does not depend on the seed). Together with the
+    grid's own seed, these changes are the seed spread a single change is judged against. ``decode``:
+    ``decode_page`` or a stand-in with its arguments (the app's ZeroGPU calls, one per decode)."""
+    out: dict[str, dict[int, float]] = {d: {} for d in DECODERS}
+    total = len(more) * len(DECODERS)
+    for i, (seed, pages) in enumerate(more):
+        sp = pages.shuffled
+        for j, decoder in enumerate(DECODERS):
+            base = control.get((decoder, "original"))
+            if base is None or sp.gt_text is None:
+                continue
+            what = f"{'AR' if decoder == 'ar' else 'diffusion'} on the page of seed {seed}"
+            trace = (decode or decode_page)(sp.page, model=specs[decoder], decoder=decoder, params=params[decoder])
+            out[decoder][seed] = score_row(with_line_truth(trace, sp.gt_text), sp.gt_text)["cer"] - base["cer"]
+            if progress:
+                progress(i * len(DECODERS) + j + 1, total, what)
+    return out

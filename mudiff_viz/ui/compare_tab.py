@@ -49,9 +49,39 @@ def compare_plan(spec_diffusion: str, spec_ar: str, third: str) -> list[tuple[st
     return plan
 
 
+ROUNDS = 2  # each decoder twice by default: enough to see a spread, cheap on the embedded pairs
+MAX_ROUNDS = 5
+
+
+def round_count(rounds) -> int:
+    """The rounds control as a count, checked (a bad value: a one-line error)."""
+    try:
+        n = int(rounds if rounds not in (None, "") else ROUNDS)
+    except (TypeError, ValueError):
+        raise UserInputError(f"rounds must be a whole number from 1 to {MAX_ROUNDS}, got {rounds!r}") from None
+    if not 1 <= n <= MAX_ROUNDS:
+        raise UserInputError(f"rounds must be from 1 to {MAX_ROUNDS}, got {n}")
+    return n
+
+
+def interleaved(plan: list, rounds: int) -> list[list]:
+    """The plan once per round, each round starting one decoder further on (AR, diffusion, third;
+    then diffusion, third, AR; ...): no decoder always runs first, right after the page's load, and
+    load that drifts during the run reaches every decoder's spread."""
+    n = len(plan)
+    return [plan[r % n:] + plan[:r % n] for r in range(rounds)]
+
+
+def in_plan_order(traces: list[Trace], plan: list) -> list[Trace]:
+    """A round's traces in the plan's order (AR first), whatever order they ran in."""
+    rank = {decoder: i for i, (decoder, _, _) in enumerate(plan)}
+    return sorted(traces, key=lambda t: rank.get(t.decoder, len(rank)))
+
+
 def check_compare(file, page_number, spec_diffusion, spec_ar, third, knobs: dict, occlude_words="", occlude_fraction=0.0,
-                  degrade_dpi=150, blur=0.0, noise=0.0, jpeg=0, rotate=0.0, probe_seed=0) -> None:
+                  degrade_dpi=150, blur=0.0, noise=0.0, jpeg=0, rotate=0.0, probe_seed=0, rounds=ROUNDS) -> None:
     """What run_compare refuses before it needs a model (the Run button's first, model-free step)."""
+    round_count(rounds)
     probes = precheck.probes_of(occlude_words, occlude_fraction, degrade_dpi, blur, noise, jpeg, rotate, probe_seed)
     plan = compare_plan(spec_diffusion or "nano", spec_ar or "nano", third)
     precheck.check_page_and_models(file, page_number, {decoder: spec for decoder, spec, _ in plan}, probes)
@@ -60,13 +90,17 @@ def check_compare(file, page_number, spec_diffusion, spec_ar, third, knobs: dict
 @user_errors
 @results.shows_failure(results.COMPARE_OUTPUTS)
 def run_compare(file, page_number, spec_diffusion, spec_ar, third, knobs: dict, occlude_words="", occlude_fraction=0.0,
-                degrade_dpi=150, blur=0.0, noise=0.0, jpeg=0, rotate=0.0, probe_seed=0, progress=gr.Progress()):
-    """AR, diffusion, then the chosen draft-and-verify decoder on one page; yields a cleared screen,
-    each decode as it grows beside the finished ones, then all of them."""
+                degrade_dpi=150, blur=0.0, noise=0.0, jpeg=0, rotate=0.0, probe_seed=0, rounds=ROUNDS,
+                progress=gr.Progress()):
+    """AR, diffusion, then the chosen draft-and-verify decoder on one page, in interleaved rounds;
+    yields a cleared screen, each decode as it grows beside the round's finished ones, then the last
+    round with the verdict over every round."""
     names = results.COMPARE_OUTPUTS
+    n_rounds = round_count(rounds)
     plan = compare_plan(spec_diffusion or "nano", spec_ar or "nano", third)
     order = ", then ".join(decoder_label(d) for d, _, _ in plan)
-    yield results.ordered(results.cleared(names, f"Decoding with {order}…", f"Decoding: {order}."), names)
+    times = f" ({n_rounds} rounds, interleaved)" if n_rounds > 1 else ""
+    yield results.ordered(results.cleared(names, f"Decoding with {order}{times}…", f"Decoding: {order}."), names)
     probes = probe_spec(occlude_words, occlude_fraction, degrade_dpi, blur, noise, jpeg, rotate, probe_seed)
     for decoder, spec, _ in plan:
         models.check(spec, decoder)
@@ -75,33 +109,41 @@ def run_compare(file, page_number, spec_diffusion, spec_ar, third, knobs: dict, 
     image = image_data_url(page.image)
     stream = uuid.uuid4().hex[:12]
     progress(0, desc="loading the models and encoding the page (prefill)")
+    schedule = interleaved(plan, n_rounds)
     if jobs.ON_ZERO_GPU:  # one pickled GPU call for every decode: no frames on the way
-        traces = jobs.compare_job(page, plan, knobs)
-        yield results.ordered(results.compare_result(traces, image, probes, stream=stream), names)
+        flat = jobs.compare_job(page, [step for rnd in schedule for step in rnd], knobs)
+        done = [in_plan_order(flat[i * len(plan):(i + 1) * len(plan)], plan) for i in range(n_rounds)]
+        yield results.ordered(results.compare_result(done[-1], image, probes, stream=stream, rounds=done), names)
         return
-    done_traces: list[Trace] = []
+    done_rounds: list[list[Trace]] = []
     start = time.monotonic()
-    for i, (decoder, spec, own) in enumerate(plan):
-        who = decoder_label(decoder)
-        cb = _progress(progress, who, "blocks" if decoder == "diffusion" else "tokens")
-        job = (lambda snap, decoder=decoder, spec=spec, own=own, cb=cb:
-               jobs.decode_job(page, spec, decoder, {**knobs, **own}, cb, snap))
-        before = "; ".join(f"{decoder_label(t.decoder)} done ({t.n_tokens} tokens)" for t in done_traces)
-        latest = None
-        for done, trace in jobs.streamed(job, tick_s=jobs.TICK_S):
-            if done:
-                done_traces.append(trace)
-                continue
-            shown = trace or latest
-            now = (f"{who}: {results.committed_so_far(shown)} tokens so far" if shown
-                   else f"{who}: 0 tokens so far (encoding the page)")
-            now += f"… · {time.monotonic() - start:.0f} s"
-            frame = {"status": (before + "; " if before else "") + now}
-            if trace is not None:  # a frame, not a tick (a tick only moves the status)
-                latest = trace
-                frame["player"] = results.compare_panes([*done_traces, trace], image, partial=i, stream=stream)
-            yield results.ordered(frame, names)
-    yield results.ordered(results.compare_result(done_traces, image, probes, stream=stream), names)
+    for r, rnd in enumerate(schedule):
+        done_traces: list[Trace] = []
+        where = f"round {r + 1} of {n_rounds}: " if n_rounds > 1 else ""
+        for decoder, spec, own in rnd:
+            who = decoder_label(decoder)
+            cb = _progress(progress, f"{where}{who}", "blocks" if decoder == "diffusion" else "tokens")
+            job = (lambda snap, decoder=decoder, spec=spec, own=own, cb=cb:
+                   jobs.decode_job(page, spec, decoder, {**knobs, **own}, cb, snap))
+            before = "; ".join(f"{decoder_label(t.decoder)} done ({t.n_tokens} tokens)" for t in done_traces)
+            latest = None
+            for finished, trace in jobs.streamed(job, tick_s=jobs.TICK_S):
+                if finished:
+                    done_traces.append(trace)
+                    continue
+                shown = trace or latest
+                now = (f"{who}: {results.committed_so_far(shown)} tokens so far" if shown
+                       else f"{who}: 0 tokens so far (encoding the page)")
+                now += f"… · {time.monotonic() - start:.0f} s"
+                frame = {"status": where + (before + "; " if before else "") + now}
+                if trace is not None:  # a frame, not a tick (a tick only moves the status)
+                    latest = trace
+                    panes = in_plan_order([*done_traces, trace], plan)
+                    live = next(k for k, t in enumerate(panes) if t is trace)
+                    frame["player"] = results.compare_panes(panes, image, partial=live, stream=stream)
+                yield results.ordered(frame, names)
+        done_rounds.append(in_plan_order(done_traces, plan))
+    yield results.ordered(results.compare_result(done_rounds[-1], image, probes, stream=stream, rounds=done_rounds), names)
 
 
 def _trace_image(trace: Trace) -> str | None:
@@ -132,11 +174,14 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
             controls.diffusion_knobs(knobs, suffix=" (diffusion)")
             controls.diffusion_knobs(knobs, names=["draft_length"], suffix=" (draft and verify)")
             controls.max_tokens_control(knobs)
+            rounds = gr.Slider(1, MAX_ROUNDS, value=ROUNDS, step=1, elem_id="compare-rounds",
+                               label="Rounds (every decoder once per round, interleaved): more rounds, a truer spread")
             perturb = controls.perturb_panel("compare")
             with gr.Row():
                 run = gr.Button("Run AR, diffusion and draft-and-verify", variant="primary", elem_id="compare-run", scale=3)
                 example = gr.Button("Load the bundled example pair (no model)", elem_id="compare-example", scale=2)
     status = gr.Markdown(elem_id="compare-status")
+    verdict = gr.Markdown(elem_id="compare-verdict")
     warning = gr.Markdown(visible=False, elem_id="compare-warning", elem_classes="mudiff-warning")
     player = Player(elem_id="compare-player")
     table = gr.Dataframe(headers=["metric", "AR", "diffusion"], label="Metrics", interactive=False, wrap=True,
@@ -155,8 +200,8 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
             diff_t = gr.HTML(elem_id="compare-diff-third")
     with gr.Accordion("Whole-run figures", open=True):
         with gr.Row():
-            fig_fwd = gr.Plot(show_label=False, visible=False)
-            fig_wall = gr.Plot(show_label=False, visible=False)
+            fig_fwd = gr.Plot(show_label=False, visible=False, elem_id="compare-fig-forward")
+            fig_wall = gr.Plot(show_label=False, visible=False, elem_id="compare-fig-wall")
         with gr.Row():
             fig_conf = gr.Plot(show_label=False, visible=False)
             fig_order = gr.Plot(show_label=False, visible=False)
@@ -166,8 +211,8 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
 
     controls.wire_picker(picker, perturb)
     outputs = results.says_why([status, warning, player, table, diff_note, diff_ar, diff_d, diff_t, fig_fwd, fig_wall,
-                                fig_conf, fig_order, files])
-    inputs = [picker.file, picker.number, model_d, model_a, third, *knobs.values(), *perturb.inputs]
+                                fig_conf, fig_order, files, verdict])
+    inputs = [picker.file, picker.number, model_d, model_a, third, *knobs.values(), *perturb.inputs, rounds]
     third.change(lambda t: gr.update(visible=t != "none"), third, knobs["draft_length"], queue=False,
                  api_visibility="private")
     check = precheck.check_step(results.COMPARE_OUTPUTS, controls.with_knobs(check_compare, 5, knobs.names()))

@@ -24,11 +24,12 @@ from mudiff_viz.views.export import standalone_compare_html, standalone_html_fro
 from mudiff_viz.views.labels import counted, decoder_label
 from mudiff_viz.views.markdown import md_text
 from mudiff_viz.views.player import compare_payload, player_payload
+from mudiff_viz.views.verdict import verdict_markdown
 from mudiff_viz.views.warnings import decode_warnings
 
 DECODE_OUTPUTS = ("status", "warning", "player", "fig_order", "fig_conf", "fig_tpf", "downloads")
 COMPARE_OUTPUTS = ("status", "warning", "player", "table", "diff_note", "diff_ar", "diff_diffusion", "diff_third",
-                   "fig_forward", "fig_wall", "fig_conf", "fig_order", "downloads")
+                   "fig_forward", "fig_wall", "fig_conf", "fig_order", "downloads", "verdict")
 FIGURES = ("fig_order", "fig_conf", "fig_tpf", "fig_forward", "fig_wall")
 
 
@@ -210,8 +211,9 @@ def compare_panes(traces: list[Trace], image_url: str | None, partial: int | Non
 
 
 def compare_result(traces: list[Trace], image_url: str | None, probes: ProbeSpec | None = None,
-                   stream: str | None = None) -> dict:
-    """Everything the Compare tab shows for finished decodes of one page (AR first), downloads written."""
+                   stream: str | None = None, rounds: list[list[Trace]] | None = None) -> dict:
+    """Everything the Compare tab shows for finished decodes of one page (AR first), downloads written;
+    ``rounds``: every round's traces (``traces`` is the last), for the verdict and its spread."""
     headers, rows = tables.metrics_table(traces)
     outdir = request_dir()
     last = traces[-1]
@@ -227,11 +229,13 @@ def compare_result(traces: list[Trace], image_url: str | None, probes: ProbeSpec
         "status": "  \n".join(tables.summary_markdown(t) for t in traces) + "  \n" + page_line(last, probes),
         "warning": warning_update(traces),
         "player": compare_panes(traces, image_url, stream=stream),
-        "table": gr.update(value=rows, headers=headers),
+        "table": gr.update(value=rows, headers=headers, label="Metrics" if not rounds or len(rounds) < 2 else
+                           f"Metrics of the last of {len(rounds)} rounds (the verdict above covers every round)"),
         **text_diffs(traces),
         "fig_forward": plot(figures.progress_curves(traces, "forward")),
         "fig_wall": plot(figures.progress_curves(traces, "wall")),
         "fig_conf": plot(figures.confidence_histogram(traces)),
         "fig_order": plot(figures.commit_order_heatmap(diffusion)),
         "downloads": files(paths),
+        "verdict": verdict_markdown(rounds or [traces]),
     }

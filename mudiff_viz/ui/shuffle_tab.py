@@ -20,8 +20,10 @@ from mudiff_viz.core.limits import current as current_limits
 from mudiff_viz.decoding.pipeline import make_params
 from mudiff_viz.inputs.pages import read_source
 from mudiff_viz.probes.apply import probe_spec
-from mudiff_viz.probes.bench import bench_pages_from_paths, run_shuffle_benchmark, summary_lines, write_outputs
-from mudiff_viz.probes.pairs import DECODERS, ShufflePages, decode_grid, probe_pages, score_grid, shuffle_pages
+from mudiff_viz.probes.bench import (BenchStopped, bench_pages_from_paths, run_shuffle_benchmark, summary_lines,
+                                     write_outputs)
+from mudiff_viz.probes.pairs import (DECODERS, ShufflePages, decode_grid, further_seed_changes, probe_pages, score_grid,
+                                     shuffle_pages)
 from mudiff_viz.probes.replay import file_sha256, find_source
 from mudiff_viz.ui import controls, jobs, models, pagework, precheck
 from mudiff_viz.ui.animation import animation_row
@@ -70,6 +72,15 @@ def shuffle_job(pages: ShufflePages, spec: str, knobs: dict, progress=None, fini
         models.check(spec, decoder)
     params = {d: make_params(**knobs) for d in DECODERS}
     return decode_grid(pages, {d: spec for d in DECODERS}, params, progress, finished, decode=jobs.page_decoder())
+
+
+@model_slot
+def seeds_job(more: list, control: dict, spec: str, knobs: dict, progress=None) -> dict:
+    """The probed page of each further seed through both decoders: CER changes by decoder and seed.
+    On ZeroGPU each decode is its own GPU call (jobs.page_decoder)."""
+    params = {d: make_params(**knobs) for d in DECODERS}
+    return further_seed_changes(more, control, {d: spec for d in DECODERS}, params, progress,
+                                decode=jobs.page_decoder())
 
 
 def _bench_job(pages, levels, seeds: int, spec: str, knobs: dict, progress=None):
@@ -130,14 +141,32 @@ def make_pages(file, page_number, probe: str, level, seed, occlude_fraction, deg
     return probe_pages(data, spec, **common)
 
 
+SEEDS = 3  # the grid's seed and two more: a change is shown beside its seed spread
+MAX_SEEDS = 5
+
+
+def seed_count(seeds) -> int:
+    """The seeds control as a count, checked (a bad value: a one-line error)."""
+    try:
+        n = int(seeds if seeds not in (None, "") else SEEDS)
+    except (TypeError, ValueError):
+        raise UserInputError(f"seeds must be a whole number from 1 to {MAX_SEEDS}, got {seeds!r}") from None
+    if not 1 <= n <= MAX_SEEDS:
+        raise UserInputError(f"seeds must be from 1 to {MAX_SEEDS}, got {n}")
+    return n
+
+
 @user_errors
 @shows_failure(OUTPUTS)
 def run_shuffle(file, page_number, level, seed, spec, knobs: dict, probe="shuffle", occlude_fraction=0.1, degrade_dpi=72,
-                blur=0.0, noise=0.0, jpeg=0, rotate=0.0, progress=gr.Progress()):
-    """Probe one page and decode both pages with both decoders; the grid, scores, diffs, files."""
+                blur=0.0, noise=0.0, jpeg=0, rotate=0.0, seeds=SEEDS, progress=gr.Progress()):
+    """Probe one page and decode both pages with both decoders; the grid, scores, diffs, files; then
+    the probed page of each further seed, so the change is judged against its seed spread."""
+    n_seeds = seed_count(seeds)
     yield ordered(cleared(OUTPUTS, "Preparing the pages…", "Decoding four times: both decoders on both pages."), OUTPUTS)
     progress(0, desc="preparing the control and the probed page")
-    pages = make_pages(file, page_number, probe, level, seed, occlude_fraction, degrade_dpi, blur, noise, jpeg, rotate)
+    probe_args = (occlude_fraction, degrade_dpi, blur, noise, jpeg, rotate)
+    pages = make_pages(file, page_number, probe, level, seed, *probe_args)
     knobs = {"seed": int(seed or 0), **knobs}  # the probe's seed seeds the sampler too (the other knobs: their defaults)
     spec = spec or "nano"
     images = page_images(pages)  # encoded once: the streamed panes and the result show the same two pages
@@ -146,7 +175,45 @@ def run_shuffle(file, page_number, level, seed, spec, knobs: dict, probe="shuffl
         traces = shuffle_job(pages, spec, knobs)
     else:
         traces = yield from streamed_grid(pages, spec, knobs, progress, images)
-    yield ordered(shuffle_outputs(pages, traces, Path(file_path(file)).name, images), OUTPUTS)
+    out = shuffle_outputs(pages, traces, Path(file_path(file)).name, images)
+    if n_seeds > 1 and pages.shuffled is not pages.original and any(out["scores"].values()):
+        # the grid plays while the further seeds decode; the table, diffs and files come with the verdict
+        # (an output sent twice with the same update reaches an API client without its value)
+        yield ordered({"player": out["player"], "status": out["status"] + "  \n" + views.SPREAD_PENDING.format(n=n_seeds - 1)},
+                      OUTPUTS)
+        first = int(seed or 0)
+        more = [(s, make_pages(file, page_number, probe, level, s, *probe_args)) for s in range(first + 1, first + n_seeds)]
+        changes = yield from streamed_seeds(more, out["scores"], spec, knobs, progress, out["status"])
+        out["status"] = shuffle_status(pages, out["scores"], changes)
+    else:
+        out["status"] = shuffle_status(pages, out["scores"], None)
+    yield ordered(out, OUTPUTS)
+
+
+def shuffle_status(pages: ShufflePages, scores: dict, further: dict | None) -> str:
+    """The headline with, per decoder, the change under every seed measured and what it means."""
+    changes = views.seed_changes(scores, pages.seed, further)
+    return views.summary_markdown(scores, pages.level, pages.seed, pages.lines_changed, pages.lines_total, pages.probe,
+                                  pages.description, changes=changes)
+
+
+def streamed_seeds(more: list, scores: dict, spec: str, knobs: dict, progress, head: str = ""):
+    """The further seeds' decodes in a worker thread with a status line every second (under ``head``,
+    the grid's own numbers); returns the CER changes by decoder and seed (closing it cancels them)."""
+    if ON_ZERO_GPU:
+        return seeds_job(more, scores, spec, knobs)
+    state, start = GridProgress(), time.monotonic()
+
+    def job(check):
+        state.check = check
+        return seeds_job(more, scores, spec, knobs, state.progress)
+
+    for done, result in jobs.ticking(job):
+        if done:
+            return result
+        progress(state.done / max(1, state.total), desc="further seeds")
+        line = views.seeds_progress_markdown(state.done, state.total, state.what, time.monotonic() - start)
+        yield ordered({"status": f"{head}  \n{line}" if head else line}, OUTPUTS)
 
 
 def page_images(pages: ShufflePages) -> dict[str, str]:
@@ -202,6 +269,7 @@ def shuffle_outputs(pages: ShufflePages, traces: dict, name: str, images: dict |
         files.append(write_trace(traces[(decoder, column)], outdir, f"{stem}.{column}"))
     diffs = views.pane_diff_html(traces, {col: pages.page(col).gt_text for col in ("original", "shuffled")})
     return {
+        "scores": scores,  # not an output: run_shuffle judges the change against further seeds with it
         "status": views.summary_markdown(scores, pages.level, pages.seed, pages.lines_changed, pages.lines_total,
                                          pages.probe, pages.description),
         "player": views.grid_payload(traces, images, pages.level, pages.probe),
@@ -219,14 +287,22 @@ def bundled_bench_pages():
     return pages
 
 
+def bench_stop() -> dict:
+    """The Stop button's flag for one browser session's benchmark (a gr.State, plain data: Stop
+    sets it, the running benchmark reads it after each decode and returns what finished, partial)."""
+    return {"requested": False}
+
+
 @user_errors
-def run_shuffle_bench(levels, seeds, spec, knobs: dict, progress=gr.Progress()):
+def run_shuffle_bench(levels, seeds, spec, knobs: dict, stop: dict | None = None, progress=gr.Progress()):
     """The benchmark over the bundled samples in a worker thread: a status line every second, then
-    summary, figure, table, downloads. Stop, or leaving the page, ends it after the decode in
-    progress (jobs.ticking) and frees the model slot."""
+    summary, figure, table, downloads. Stop ends it after the decode in progress and shows what
+    finished, marked partial; leaving the page ends it too (jobs.ticking) and frees the model slot."""
     chosen = sorted({float(v) for v in (levels or [])})
     if not chosen:
         raise UserInputError("tick at least one shuffle level")
+    stop = stop if stop is not None else bench_stop()
+    stop["requested"] = False
     progress(0, desc="loading the bundled samples")
     pages, n_seeds, spec = bundled_bench_pages(), int(seeds or 1), spec or "nano"
     if ON_ZERO_GPU:  # one GPU call per decode, made from this thread (spaces reads the request here)
@@ -235,22 +311,31 @@ def run_shuffle_bench(levels, seeds, spec, knobs: dict, progress=gr.Progress()):
         state, start = GridProgress(), time.monotonic()  # its progress() hears of each decode and checks for Stop
 
         def job(check):
-            state.check = check
+            def check_both() -> None:
+                check()  # the viewer left: Cancelled, nothing to show
+                if stop["requested"]:  # Stop: the benchmark returns what finished
+                    raise BenchStopped()
+
+            state.check = check_both
             return bench_job(pages, chosen, n_seeds, spec, knobs, state.progress)
 
         for done, result in jobs.ticking(job):
             if done:
                 break
-            yield (views.bench_progress_markdown(state.done, state.total, state.what, time.monotonic() - start),
+            yield (views.bench_progress_markdown(state.done, state.total, state.what, time.monotonic() - start,
+                                                 stopping=stop["requested"]),
                    gr.update(), gr.update(), gr.update())
     paths = write_outputs(result, request_dir() / "shuffle-bench")
     headers, rows = views.bench_table(result.summary)
-    n_dec = sum(1 for r in result.rows if not r["reused"])
-    text = (f"**Semantic Shuffle benchmark** ({views.RECONSTRUCTION}): {len(pages)} bundled pages x "
-            f"{n_seeds} seed(s) x levels {', '.join(f'{v:g}' for v in chosen)}; {n_dec} decodes "
-            "(identical level-0 pages are decoded once).  \n" + "  \n".join(summary_lines(result.summary)))
+    text = views.bench_markdown(result, len(pages), n_seeds, chosen) + "  \n" + "  \n".join(summary_lines(result.summary))
     yield (text, gr.update(value=result.figure, visible=True), gr.update(value=rows, headers=headers, visible=True),
            gr.update(value=[str(p) for p in paths.values()], visible=True))
+
+
+def request_stop(stop: dict) -> str:
+    """The Stop button: flag the running benchmark (it stops after the decode in progress)."""
+    stop["requested"] = True
+    return "Stopping the benchmark after the decode in progress: what finished will show below, marked partial…"
 
 
 def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
@@ -277,6 +362,9 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
             with gr.Row():
                 seed = gr.Number(value=0, precision=0, minimum=0, label="Seed (of the probe)", elem_id="shuffle-seed",
                                  min_width=110)
+                spread_seeds = gr.Slider(1, MAX_SEEDS, value=SEEDS, step=1, elem_id="shuffle-seeds", min_width=200,
+                                         label="Seeds for the spread (the grid plays the first; "
+                                               "the others decode the probed page only)")
                 model = gr.Dropdown(model_choices, value=model_choices[0][1], label="Model (its diffusion and AR twins)")
             with gr.Accordion("Decoder settings", open=False):
                 controls.diffusion_knobs(knobs, suffix=" (diffusion)")
@@ -302,9 +390,10 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
                 "both decoders; CER against each shuffled page's ground truth. The same run as "
                 "`python -m mudiff_viz shuffle-bench` (results in `docs/semantic-shuffle.md`).", elem_classes="mudiff-note")
     with gr.Row(equal_height=True):
-        levels = gr.CheckboxGroup([(f"{v:g}", v) for v in BENCH_LEVELS], value=[0.0, 0.25, 0.5, 1.0],
+        levels = gr.CheckboxGroup([(f"{v:g}", v) for v in BENCH_LEVELS], value=[0.0, 1.0],
                                   label="Levels", elem_id="shuffle-bench-levels", scale=3)
-        seeds = gr.Slider(1, 5, value=1, step=1, label="Seeds", elem_id="shuffle-bench-seeds", scale=2)
+        seeds = gr.Slider(1, 5, value=SEEDS, step=1, label="Seeds (their spread judges the change)",
+                          elem_id="shuffle-bench-seeds", scale=2)
         bench = gr.Button("Run the benchmark", elem_id="shuffle-bench-run", scale=2)
         stop = gr.Button("Stop", elem_id="shuffle-bench-stop", variant="stop", scale=1, min_width=80)
     bench_status = gr.Markdown(elem_id="shuffle-bench-status")
@@ -312,20 +401,22 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
     bench_table = gr.Dataframe(label="Benchmark summary", interactive=False, wrap=True, elem_id="shuffle-bench-table",
                                visible=False)
     bench_files = gr.File(label="Downloads: results.json, results.csv, summary.json, figure.html", file_count="multiple",
-                          interactive=False, visible=False)
+                          interactive=False, visible=False, elem_id="shuffle-bench-files")
 
     controls.wire_picker(picker)
     probe.change(lambda p: tuple(gr.update(visible=p == k) for k in ("shuffle", "occlude", "degrade")), probe,
                  [shuffle_box, occlude_box, degrade_box], queue=False, api_visibility="private")
     knob_inputs, names = knobs.values(), knobs.names()
-    inputs = [picker.file, picker.number, level, seed, model, *knob_inputs, probe, fraction, dpi, blur, noise, jpeg, rotate]
+    inputs = [picker.file, picker.number, level, seed, model, *knob_inputs, probe, fraction, dpi, blur, noise, jpeg, rotate,
+              spread_seeds]
     check = precheck.check_step(OUTPUTS, check_shuffle)
     precheck.checked_then(run, check, controls.with_knobs(run_shuffle, 5, names), inputs,
                           says_why([status, player, table, *diffs, files]), "shuffle", concurrency_id=MODEL_WORK,
                           concurrency_limit=DECODE_SLOTS, scroll_to_output=True, show_progress="minimal")
-    running = bench.click(controls.with_knobs(run_shuffle_bench, 3, names), [levels, seeds, model, *knob_inputs],
-                          [bench_status, bench_fig, bench_table, bench_files], concurrency_id=MODEL_WORK,
-                          concurrency_limit=DECODE_SLOTS, api_name="shuffle_bench", show_progress="minimal")
-    # Stop closes the handler's generator: the worker ends after the decode in progress
-    stop.click(lambda: "Benchmark stopped.", None, bench_status, cancels=[running], queue=False, api_visibility="private")
+    stopper = gr.State(bench_stop())
+    bench.click(controls.with_knobs(run_shuffle_bench, 3, names), [levels, seeds, model, *knob_inputs, stopper],
+                [bench_status, bench_fig, bench_table, bench_files], concurrency_id=MODEL_WORK,
+                concurrency_limit=DECODE_SLOTS, api_name="shuffle_bench", show_progress="minimal")
+    # Stop flags the running benchmark: it ends after the decode in progress and shows what finished
+    stop.click(request_stop, stopper, bench_status, queue=False, api_visibility="private")
     return {"picker": picker}

@@ -162,7 +162,7 @@ def draft_acceptance(trace: Trace) -> go.Figure:
 
     rows = acceptance_by_offset(trace)
     cycles = tokens_per_cycle(trace)
-    colour = decoder_colour(trace.decoder) if trace.decoder in ("ar", "diffusion") else "#009e73"
+    colour = decoder_colour(trace.decoder)
     fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.12,
                         subplot_titles=("accepted, by offset from the frontier", "tokens committed per cycle"))
     fig.add_trace(go.Bar(

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-# Okabe-Ito: colour-blind safe
-DECODER_COLOURS = {"diffusion": "#0072b2", "ar": "#d55e00"}
-OTHER_COLOUR = "#555555"
+from mudiff_viz.views.palette import DECODER_COLOURS, decoder_colour  # noqa: F401  (the one palette)
 
 
 def decoder_label(decoder: str) -> str:
     """'AR' for the autoregressive decoder, else the decoder's registered name."""
     return "AR" if decoder == "ar" else decoder
-
-
-def decoder_colour(decoder: str) -> str:
-    return DECODER_COLOURS.get(decoder, OTHER_COLOUR)
 
 
 def counted(n: int, singular: str, plural: str | None = None) -> str:

@@ -32,6 +32,28 @@ def _pct(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:.2f}%"  # as the benchmark's summary lines print it
 
 
+def noise_verdict(decoder: str, changes: list[float], verb: str = "shuffling") -> str:
+    """What a CER change means next to its seed spread. ``changes``: the change (probed minus
+    original, as a fraction) under each seed. An effect is claimed only when every seed moves the
+    CER the same way; otherwise the changes are inside the seed spread, and the line says so."""
+    who = decoder_label(decoder)
+    if not changes:
+        return f"{who}: no seed finished, so no change to judge"
+    pts = [100 * c for c in changes]
+    mid, lo, hi = sum(pts) / len(pts), min(pts), max(pts)
+    if len(pts) == 1:
+        return (f"{who}: {mid:+.2f} points on one seed, with no spread to judge it against "
+                "(more seeds measure it)")
+    rng = f"{lo:+.2f} to {hi:+.2f} over {len(pts)} seeds" if f"{lo:.2f}" != f"{hi:.2f}" else f"{lo:+.2f} on all {len(pts)} seeds"
+    if lo > 0:
+        return f"{who}: {verb} raised CER by {mid:+.2f} points on average, on every seed ({rng})"
+    if hi < 0:
+        return f"{who}: {verb} lowered CER by {mid:+.2f} points on average, on every seed ({rng})"
+    if lo == hi == 0:
+        return f"{who}: no effect: CER unchanged on all {len(pts)} seeds"
+    return f"{who}: no effect beyond the seed spread ({mid:+.2f} points on average, ±{(hi - lo) / 2:.2f}: {rng})"
+
+
 def grid_payload(traces: dict, images: dict, level: float, probe: str = "shuffle") -> dict:
     """Four panes (diffusion/AR x original/shuffled) on one clock, coloured right vs ground truth.
 
@@ -89,9 +111,34 @@ def confident_share(score: dict | None) -> float | None:
     return score["confident_error_tokens"] / score["error_tokens"]
 
 
+SPREAD_PENDING = "*Measuring the seed spread: the probed page under {n} further seed(s), through both decoders…*"
+
+
+def seed_changes(scores: dict, seed: int, further: dict | None) -> dict[str, list[float]]:
+    """Per decoder, the CER change under the grid's seed and each further seed (``further``: decoder
+    -> seed -> change), in seed order; a decoder without ground truth is left out."""
+    out: dict[str, list[float]] = {}
+    for decoder in ("diffusion", "ar"):
+        o, s = scores.get((decoder, "original")), scores.get((decoder, "shuffled"))
+        if not (o and s):
+            continue
+        by_seed = {seed: s["cer"] - o["cer"], **((further or {}).get(decoder) or {})}
+        out[decoder] = [by_seed[k] for k in sorted(by_seed)]
+    return out
+
+
+def seeds_progress_markdown(done: int, total: int, what: str, elapsed_s: float) -> str:
+    """The status while the further seeds decode: how many of their decodes are done, and the last."""
+    last = f" (last: {md_text(what)})" if done else ""
+    return (f"Grid done. Measuring the seed spread: **{done} of {total}** further decodes done{last} · "
+            f"{elapsed_s:.0f} s")
+
+
 def summary_markdown(scores: dict, level: float, seed: int, lines_changed: int, lines_total: int,
-                     probe: str = "shuffle", description: str = "") -> str:
-    """The headline: what the probe changed and how much each decoder's CER moved (no model text)."""
+                     probe: str = "shuffle", description: str = "", changes: dict[str, list[float]] | None = None) -> str:
+    """The headline: what the probe changed and how much each decoder's CER moved (no model text);
+    with ``changes`` (per decoder, the change under each seed), what each change means beside its
+    seed spread."""
     if probe == "shuffle":
         head = (f"**Semantic Shuffle** ({RECONSTRUCTION}) · level {level:g}, seed {seed}: "
                 f"{lines_changed} of {lines_total} lines reordered.")
@@ -105,7 +152,11 @@ def summary_markdown(scores: dict, level: float, seed: int, lines_changed: int, 
                          f"({100 * (s['cer'] - o['cer']):+.2f} points)")
     if not parts:
         return head + " No ground truth for this page (an image needs its text: the bundled scan has it), so no CER."
-    return head + "  \n" + " · ".join(parts)
+    verb = {"shuffle": "shuffling", "occlude": "occluding", "degrade": "degrading"}[probe]
+    verdicts = [noise_verdict(d, c, verb) for d, c in (changes or {}).items()]
+    if not verdicts:
+        verdicts = ["one page and one seed: these changes have no seed spread beside them (raise Seeds to measure it)"]
+    return head + "  \n" + " · ".join(parts) + "".join("  \n" + v for v in verdicts)  # our words only: not escaped
 
 
 def pane_diffs(traces: dict, gts: dict) -> list[list[tuple[str, str | None]]]:
@@ -135,9 +186,24 @@ def bench_table(summary: dict) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def bench_progress_markdown(done: int, total: int, what: str, elapsed_s: float) -> str:
+def bench_markdown(result, n_pages: int, n_seeds: int, levels: list[float]) -> str:
+    """The benchmark's headline: what ran and, after a Stop, that the results are partial."""
+    n_dec = sum(1 for r in result.rows if not r["reused"])
+    what = (f"{n_pages} bundled pages x {n_seeds} seed(s) x levels {', '.join(f'{v:g}' for v in levels)}")
+    if result.partial:
+        return (f"**Semantic Shuffle benchmark, partial: stopped after {result.finished} of {result.planned} "
+                f"decodes** ({RECONSTRUCTION}): planned {what}. The table, figure and downloads hold what finished "
+                f"({n_dec} decodes; identical level-0 pages are decoded once).")
+    return (f"**Semantic Shuffle benchmark** ({RECONSTRUCTION}): {what}; {n_dec} decodes "
+            "(identical level-0 pages are decoded once).")
+
+
+def bench_progress_markdown(done: int, total: int, what: str, elapsed_s: float, stopping: bool = False) -> str:
     """The benchmark's status while it runs (every second): decodes done of all, the last one, the
-    seconds so far, and how to stop it."""
+    seconds so far, and how to stop it (or that it is stopping)."""
+    if stopping:
+        return (f"Benchmark: **{done} of {total} decodes** done · {elapsed_s:.0f} s · stopping after the decode in "
+                "progress: what finished will show below, marked partial")
     if not total:
         return f"Benchmark: loading the models and decoding the first page… · {elapsed_s:.0f} s · *Stop* ends it"
     return (f"Benchmark: **{done} of {total} decodes** done (last: {md_text(what)}) · {elapsed_s:.0f} s · "

@@ -52,11 +52,56 @@ def skew_text(trace: Trace) -> str | None:
     return f"skew {skew.angle:+.1f}° (straightened){relit}"
 
 
+def _model_text(model) -> str:
+    return f"{model.name} ({model.params_m} M params, {model.exec_mode})"
+
+
+def model_text(trace: Trace) -> str:
+    """The model that ran, and for draft and verify both roles: who drafted, who verified."""
+    if trace.verifier is not None:
+        return f"{_model_text(trace.model)} drafts; {_model_text(trace.verifier)} verifies"
+    if trace.is_speculative:
+        return f"{_model_text(trace.model)} drafts and verifies itself"
+    return _model_text(trace.model)
+
+
+def _sampling(p: dict) -> str:
+    t = p.get("temperature")
+    return "greedy" if not t else f"sampled at T {t:g}"
+
+
+def settings_text(trace: Trace) -> str:
+    """The settings this decoder read, as they ran: only keys the trace recorded with a value (a
+    draft-and-verify trace has no block, steps or threshold, so it never shows them as None)."""
+    p = trace.params
+    if trace.is_autoregressive:
+        return f"one token per forward, {_sampling(p)}"
+    if trace.is_speculative:
+        parts = [f"drafts {counted(p['draft_length'], 'token')} past the frontier"] if p.get("draft_length") else []
+        acceptance = p.get("acceptance")
+        if acceptance == "confidence" and p.get("accept_threshold") is not None:
+            parts.append(f"accepts a draft the verifier agrees with or at confidence ≥ {p['accept_threshold']:g}")
+        elif acceptance:
+            parts.append("accepts a draft only where the verifier agrees" if acceptance == "exact" else f"acceptance {acceptance}")
+        if p.get("draft_floor") is not None:
+            parts.append(f"draft floor {p['draft_floor']:g}")
+        if p.get("draft_branches"):
+            parts.append(f"draft branches: {p['draft_branches']}")
+        parts.append(_sampling(p))
+        return ", ".join(parts)
+    named = [("block", "block_length"), ("steps", "steps"), ("threshold", "threshold")]
+    parts = [f"{label} {p[key]:g}" for label, key in named if isinstance(p.get(key), (int, float))]
+    if p.get("strategy"):
+        parts.append(str(p["strategy"]))
+    parts.append(_sampling(p))
+    return ", ".join(parts)
+
+
 def metric_rows(trace: Trace) -> list[tuple[str, str]]:
     """(metric, value) pairs of one trace, in display order."""
     m = trace.metrics
     rows = [
-        ("model", f"{trace.model.name} ({trace.model.params_m} M params, {trace.model.exec_mode})"),
+        ("model", model_text(trace)),
         ("tokens", _fmt(m.tokens)),
         ("NFE (forwards per sequence)", _fmt(m.nfe)),
         ("forward passes (shared clock: batched model calls)", _fmt(trace.clock_length)),
@@ -68,14 +113,8 @@ def metric_rows(trace: Trace) -> list[tuple[str, str]]:
         ("CER vs ground truth", "no ground truth" if m.cer is None else f"{100 * m.cer:.2f}%"),
         ("page", skew_text(trace) or "text layer (not straightened)"),
     ]
-    if not trace.is_autoregressive:
-        rows.append((ORDER_LABEL, order_text(order_correlation(trace))))
-        p = trace.params
-        rows.append(("settings", f"block {p.get('block_length')}, steps {p.get('steps')}, threshold {p.get('threshold')}, "
-                                 f"T {p.get('temperature')}, {p.get('strategy')}"))
-    else:
-        rows.append((ORDER_LABEL, order_text(1.0)))
-        rows.append(("settings", f"greedy, T {trace.params.get('temperature')}"))
+    rows.append((ORDER_LABEL, order_text(1.0 if trace.is_autoregressive else order_correlation(trace))))
+    rows.append(("settings", settings_text(trace)))
     if m.truncated:
         rows.append(("truncated", m.truncated))
     return rows

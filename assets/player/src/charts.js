@@ -44,6 +44,7 @@ export class Charts {
       xax.appendChild(xL); xax.appendChild(xR);
       plot.appendChild(yax); plot.appendChild(area); plot.appendChild(xax);
       box.appendChild(plot);
+      if (c.kind !== "order" && player.models.length > 1) box.appendChild(this.legend());
       const key = c.kind === "order" ? el("div", "mp-chart-key") : null;
       if (key) box.appendChild(key);
       const read = el("div", "mp-chart-read");
@@ -58,6 +59,22 @@ export class Charts {
       }
       return { c, svg, read, area, key, labels: { yTop, yBot, xL, xR } };
     });
+  }
+  legend() {
+    // one entry per pane: its colour (dashed for a probed page) and its name, so no line is unlabelled
+    const pl = this.player, key = el("div", "mp-chart-key mp-chart-legend");
+    pl.models.forEach((m, mi) => {
+      const k = el("span", "mp-key-item");
+      const sw = sv("svg", { viewBox: "0 0 16 6", width: 16, height: 6, class: "mp-key-svg" });
+      const line = sv("line", { x1: 0, x2: 16, y1: 3, y2: 3 }, sw);
+      line.style.stroke = pl.colourOf(mi);
+      line.style.strokeWidth = "3";
+      if (m.p.dash) line.style.strokeDasharray = "4 2";
+      k.appendChild(sw);
+      k.appendChild(el("span", "", pl.shortName(m)));
+      key.appendChild(k);
+    });
+    return key;
   }
   build() {
     const pl = this.player;

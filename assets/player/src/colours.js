@@ -30,3 +30,5 @@ RAMPS.correct = RAMPS.confidence.map((_, i) => (i < 25 ? { bg: "#f3c677", fg: "#
 RAMPS.verdict = RAMPS.confidence.map((_, i) => (i < 25 ? { bg: "#f4c09b", fg: "#111", solid: "#d55e00" }
   : i > 75 ? { bg: "#b3e0d0", fg: "#111", solid: "#009e73" } : { bg: "#e3e5e8", fg: "#111", solid: "#b0b4ba" }));
 export const PANE_COLOURS = ["#0072b2", "#d55e00", "#009e73", "#cc79a7"]; // Okabe-Ito
+// each decoder's own colour: the same as mudiff_viz/views/palette.py (tests/test_compare_verdict.py checks)
+export const DECODER_COLOURS = { diffusion: "#0072b2", ar: "#d55e00", "self-speculative": "#009e73", speculative: "#cc79a7" };

@@ -1,5 +1,5 @@
 /* The player: loads a payload, builds the panes, charts, card and controls, keeps the user's place on a streamed snapshot. */
-import { PANE_COLOURS, RAMPS } from "./colours.js";
+import { DECODER_COLOURS, PANE_COLOURS, RAMPS } from "./colours.js";
 import { el, mixin } from "./dom.js";
 import { TraceModel } from "./model.js";
 import { Pane } from "./pane.js";
@@ -197,11 +197,11 @@ export class Player {
     if (this.liveBadge) this.liveBadge.hidden = !on;
   }
   colourOf(i) {
-    // the pane's own colour if it names one; else diffusion blue, AR vermilion (as in the plotly
-    // figures), unless two panes share a decoder
+    // the pane's own colour if it names one; else its decoder's (as in the plotly figures),
+    // unless two panes share a decoder
     if (this.models[i].p.colour) return this.models[i].p.colour;
     const ds = this.models.map((m) => m.p.decoder);
-    if (new Set(ds).size === ds.length) return ds[i] === "ar" ? "#d55e00" : "#0072b2";
+    if (new Set(ds).size === ds.length && DECODER_COLOURS[ds[i]]) return DECODER_COLOURS[ds[i]];
     return PANE_COLOURS[i % PANE_COLOURS.length];
   }
   shortName(m) { return m.p.short || (m.p.decoder === "ar" ? "AR" : m.p.decoder); }
