@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import gradio as gr
 
-from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.errors import ModelLoadError, UserInputError
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.inputs.pages import load_page
 from mudiff_viz.probes.replay import page_for_trace
@@ -21,6 +23,7 @@ OUTPUTS = ("status", "warning", "player", "fig_order", "fig_conf", "fig_tpf", "d
 # a trace that does not load: its reason once, in the status line; the player only points at it
 NOT_LOADED = "The trace could not be loaded"
 NOT_LOADED_PLAYER = "No trace loaded: the reason is above."
+LOG = logging.getLogger(__name__)
 
 
 def image_for(trace: Trace, page_file) -> str | None:
@@ -96,7 +99,9 @@ def show_upload(files, page_file=None):
     button, pressed next, a third)."""
     try:
         yield from traces_frames(files, page_file)
-    except Exception as exc:  # every failure is the visitor's file or says "internal failure" in one line
+    except Exception as exc:  # the visitor's file, in one line; a real bug also keeps its traceback in the log
+        if not isinstance(exc, (UserInputError, ModelLoadError)):
+            LOG.exception("the Trace viewer failed on an upload")
         yield ordered(failed(OUTPUTS, one_line(exc), NOT_LOADED, NOT_LOADED_PLAYER), OUTPUTS)
 
 
@@ -112,10 +117,12 @@ def view_example(kind: str = "diffusion"):
 
 
 def example_diffusion():
+    """The Example: diffusion trace button (a named generator: Gradio streams it and the API names it)."""
     yield from view_example("diffusion")
 
 
 def example_compare():
+    """The Example: AR vs diffusion button."""
     yield from view_example("compare")
 
 
