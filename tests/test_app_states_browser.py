@@ -19,8 +19,9 @@ require_chromium()
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
-    """The app on tiny twins that may write 600 tokens per region: a decode lasts until stopped."""
-    with launched_app(make_tiny_twins(tmp_path_factory.mktemp("models"), max_answer=600)) as url:
+    """The app on tiny twins that may write 4096 tokens per region (one a forward at block length 4:
+    about half a minute a page here), so a decode outlasts the click on Stop by far."""
+    with launched_app(make_tiny_twins(tmp_path_factory.mktemp("models"), max_answer=4096)) as url:
         yield url
 
 
@@ -69,6 +70,7 @@ def test_a_run_click_during_a_decode_meets_stop(page):
 
     cancelled = len(jobs.CANCELLATIONS)
     set_number(page, "decode-block-length", 4)
+    set_number(page, "decode-max-new-tokens", 4096)
     page.click("#decode-run")
     page.wait_for_selector("#decode-stop", state="visible", timeout=30_000)
     assert not page.locator("#decode-run").is_visible(), "Run stays clickable while its click would be dropped"
