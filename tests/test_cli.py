@@ -71,6 +71,10 @@ def test_decode_an_image_segments_lines(tiny_models, pdf, tmp_path):
         (["decode", "assets/samples/courier-short.pdf", "--strategy", "nope", "--out", "x.json"], 2, "invalid choice"),
         (["decode", "assets/samples/courier-short.pdf", "--model", "owner/model", "--out", "x.json"], 3, "hub downloads are off"),
         (["decode", "assets/samples/courier-short.pdf", "--model", "nope", "--out", "x.json"], 3, "unknown model"),
+        (["decode", "assets/samples/courier-short.pdf", "--page", "0", "--out", "x.json"], 2, "page numbers start at 1"),
+        (["decode", "assets/samples/courier-short.pdf", "--page", "2", "--out", "x.json"], 2,
+         "page 2 does not exist: the PDF has 1 page"),
+        (["shuffle", "assets/samples/courier-short.pdf", "--page", "0", "--out", "x.png"], 2, "page numbers start at 1"),
         (["view", "README.md"], 2, "not valid JSON"),
         (["frobnicate"], 2, "invalid choice"),
     ],
@@ -81,6 +85,28 @@ def test_errors_are_one_line_with_exit_codes(args, code, message, tmp_path):
     assert message in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.fixture(scope="module")
+def two_pages(tmp_path_factory) -> Path:
+    import pymupdf
+
+    doc = pymupdf.open()
+    for k in (1, 2):
+        doc.new_page(width=300, height=120).insert_text((20, 40), f"This is page number {k}", fontname="cour", fontsize=11)
+    path = tmp_path_factory.mktemp("two") / "two.pdf"
+    doc.save(str(path))
+    return path
+
+
+def test_page_numbers_count_from_1(tiny_models, two_pages, tmp_path):
+    """--page 2 is the second page, as the app's "PDF page" 2 is; the trace stores its 0-based index."""
+    out = tmp_path / "t.json"
+    r = run_cli("decode", str(two_pages), "--page", "2", "--model", str(tiny_models["ar"]), "--decoder", "ar",
+                "--max-new-tokens", "4", "--out", str(out), "--quiet")
+    assert r.returncode == 0, r.stderr
+    trace = Trace.load(out)
+    assert trace.page.page_index == 1 and "page number 2" in trace.gt_text
 
 
 def test_ar_model_refuses_the_other_decoder(tiny_models, pdf, tmp_path):

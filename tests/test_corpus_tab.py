@@ -219,3 +219,28 @@ def test_a_typed_store_duckdb_cannot_read_names_no_server_path(tmp_path, own_app
     message = exc.value.message
     assert message.startswith("the store cannot be read: ") and "\n" not in message
     assert str(tmp_path) not in message and "'pages/97fdedbec4c2f996/part-00000.parquet'" in message, message
+
+
+def test_cer_is_a_percentage_in_every_corpus_view():
+    """The overview showed mean_cer 0.02545 where every other view says 2.55%: the table, the report
+    and the page points' hover text now all show percentages (tables.json keeps the fractions)."""
+    import re
+
+    from mudiff_viz.corpus.report import tables_markdown
+    from mudiff_viz.corpus.stats import corpus_figures, corpus_tables
+
+    store = corpus_tab.EXAMPLE_STORE
+    tabs = corpus_tables(store)
+    shown = corpus_tab.open_store(store, None)
+    table = shown["overview"]
+    headers = table["headers"]
+    col = headers.index("mean_cer")
+    cells = [row[col] for row in table["value"]]
+    means = [r["mean_cer"] for r in tabs["overview"]]
+    assert cells == [f"{100 * m:.2f}%" for m in means] and any(m > 0 for m in means)
+    report = tables_markdown(tabs)
+    section = report.split("## CER by probe condition")[1].split("##")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| diffusion") or line.startswith("| ar")]
+    assert rows and all(len(re.findall(r"\d+\.\d\d%", line)) == 5 for line in rows), rows[:2]
+    hovers = [h for trace in corpus_figures(store, tables=tabs)["cer_by_level"].data for h in (trace.hovertext or ())]
+    assert hovers and all(re.search(r"CER \d+\.\d\d%$", h) for h in hovers), hovers[:2]

@@ -103,6 +103,26 @@ def test_bad_names_and_probes_are_one_line_errors():
         mv.decode(SAMPLE, model="nope")
 
 
+def test_page_numbers_count_from_1(tiny_models, tmp_path):
+    """page= counts as the CLI's --page and the app's "PDF page" do; the trace keeps the 0-based index."""
+    import pymupdf
+
+    doc = pymupdf.open()
+    for k in (1, 2):
+        doc.new_page(width=300, height=120).insert_text((20, 40), f"This is page number {k}", fontname="cour", fontsize=11)
+    path = tmp_path / "two.pdf"
+    doc.save(str(path))
+    model = str(tiny_models["ar"])
+    first, second = (mv.decode(path, page=k, model=model, decoder="ar", max_new_tokens=4) for k in (1, 2))
+    assert (first.page.page_index, second.page.page_index) == (0, 1)
+    assert "page number 1" in first.gt_text and "page number 2" in second.gt_text
+    assert mv.decode(path, model=model, decoder="ar", max_new_tokens=4).gt_text == first.gt_text  # the default is page 1
+    with pytest.raises(mv.UserInputError, match="page numbers start at 1"):
+        mv.decode(path, page=0, model=model, decoder="ar")
+    with pytest.raises(mv.UserInputError, match="page 3 does not exist: the PDF has 2 pages"):
+        mv.decode(path, page=3, model=model, decoder="ar")
+
+
 def test_mv_decode_and_the_cli_give_the_same_trace(tmp_path):
     """One code path: the CLI (a real subprocess) and mv.decode agree on everything but the clock
     times, probes included."""

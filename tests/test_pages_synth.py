@@ -55,7 +55,7 @@ def test_pdf_pages_index_and_dpi(two_column_page, tmp_path):
     assert p100.text == two_column_page.text
     # boxes scale with the DPI
     assert p200.lines[5].bbox[0] == pytest.approx(2 * p100.lines[5].bbox[0], rel=0.02)
-    with pytest.raises(UserInputError, match="page 3 does not exist"):
+    with pytest.raises(UserInputError, match="page 4 does not exist"):
         load_page(path, page_index=3)
 
 

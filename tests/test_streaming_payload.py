@@ -75,6 +75,36 @@ def test_a_long_stretch_without_frames_still_moves_the_status():
     assert results.live_status(None, 3.2) == "Decoding… encoding the page (prefill) · 3 s"
 
 
+def test_stop_ends_a_sessions_stream_at_its_next_unit_without_a_result():
+    """The Decode tab's Stop: ``stop_session`` sets the session's cancel flag, the job raises at its next
+    snapshot, and the stream ends with no result (the handler then shows the stopped screen). Another
+    session's stream runs on."""
+    import threading
+
+    from mudiff_viz.ui import jobs
+
+    units = []
+    go_on = threading.Event()
+
+    def job(snapshot):
+        for k in range(1000):
+            snapshot(lambda: f"frame {k}")
+            units.append(k)
+            if k == 3:
+                go_on.wait(30)
+        return "the whole trace"
+
+    out = []
+    for done, got in jobs.streamed(job, interval_s=0.0, tick_s=0.01, session="visitor-a"):
+        out.append((done, got))
+        if len(units) == 4 and not go_on.is_set():
+            assert jobs.stop_session("someone-else") == 0
+            assert jobs.stop_session("visitor-a") == 1
+            go_on.set()
+    assert not any(done for done, _ in out) and len(units) == 4  # stopped at the next snapshot, no result
+    assert "visitor-a" not in jobs.RUNNING
+
+
 def test_the_live_status_counts_what_the_player_shows(tiny_models):
     """Before: "0 tokens so far" while the player showed text: a region's token list grows only when
     its block is done. The status counts the step records' commits, as the player draws them."""

@@ -105,6 +105,8 @@ def test_viewer_tab_gives_the_reason(hostile):
     path, reason = hostile
     frames = viewer_tab.view_traces([str(path)])
     next(frames)  # the cleared screen
+    status = next(frames)[viewer_tab.OUTPUTS.index("status")]  # the reason stays on screen after the toast
+    assert status.startswith(f"⚠ **{viewer_tab.NOT_LOADED}:**") and "\n" not in status
     with pytest.raises(gr.Error) as err:
         next(frames)
     assert reason in err.value.message.replace("&#x27;", "'") and "\n" not in err.value.message

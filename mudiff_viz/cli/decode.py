@@ -24,7 +24,7 @@ from mudiff_viz.decoding.decoders import DECODERS
 def register(sub) -> None:
     d = sub.add_parser("decode", help="decode a page into a trace")
     d.add_argument("input", help="PNG, JPEG or PDF")
-    d.add_argument("--page", type=int, default=0, help="page index (PDF), 0-based")
+    d.add_argument("--page", type=int, default=1, help="page number (PDF), counting from 1 as the app does")
     d.add_argument("--decoder", choices=list(DECODERS), default="diffusion")
     d.add_argument("--model", default="nano", help="nano (default: the character pair), nano-char, nano-subword, a checkpoint directory or a hub id")
     d.add_argument("--layout-prompt", choices=["detection", "analysis"], default="detection",

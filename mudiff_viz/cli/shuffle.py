@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mudiff_viz.cli.common import add_knob_flags, add_limit_flags, knobs_from, limits_from
 from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.page_numbers import page_index
 
 
 def _level(text: str) -> float:
@@ -27,7 +28,7 @@ def register(sub) -> None:
     s.add_argument("input", help="PDF with a text layer, or a PNG/JPEG page (ground truth from INPUT.txt if present)")
     s.add_argument("--level", type=_level, default=1.0, help="fraction of each line's words permuted, in [0, 1]")
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--page", type=int, default=0, help="page to write when OUT is a PNG (PDF output keeps all pages)")
+    s.add_argument("--page", type=int, default=1, help="page number (from 1) to write when OUT is a PNG (PDF output keeps all pages)")
     s.add_argument("--dpi", type=float, default=150, help="rasterising DPI for PDF -> PNG")
     s.add_argument("--gt", help="ground-truth text of an image input (default: INPUT with .txt, when it exists)")
     s.add_argument("--out", required=True, help="OUT.pdf (PDF input) or OUT.png; ground truth goes to OUT.txt")
@@ -40,7 +41,7 @@ def register(sub) -> None:
     b.add_argument("--seeds", type=int, default=3, help="number of seeds (0..N-1)")
     b.add_argument("--model", default="nano", help="one spec for both decoders, or diffusion=SPEC,ar=SPEC")
     b.add_argument("--decoders", default="diffusion,ar", help="comma-separated: diffusion, ar")
-    b.add_argument("--page", type=int, default=0, help="page index of PDF inputs")
+    b.add_argument("--page", type=int, default=1, help="page number of PDF inputs, counting from 1")
     b.add_argument("--dpi", type=float, default=150)
     b.add_argument("--occlude", default="0", help="comma-separated occluded word fractions, e.g. 0,0.1,0.2 (default 0)")
     b.add_argument("--degrade", action="append", default=[],
@@ -80,7 +81,7 @@ def cmd_shuffle(args) -> int:
         gt = None
     else:
         shuffled = shuffle_page(
-            data, level, args.seed, page_index=args.page, dpi=args.dpi, gt_text=gt_text, limits=limits
+            data, level, args.seed, page_index=page_index(args.page), dpi=args.dpi, gt_text=gt_text, limits=limits
         )
         result = shuffled.result
         if kind == "pdf":
@@ -120,7 +121,7 @@ def cmd_shuffle_bench(args) -> int:
         raise UserInputError(f"--decoders must list diffusion and/or ar, got {args.decoders!r}")
     if args.seeds < 1:
         raise UserInputError(f"--seeds must be >= 1, got {args.seeds}")
-    pages = bench_pages_from_paths(args.inputs, page_index=args.page, limits=limits)
+    pages = bench_pages_from_paths(args.inputs, page_index=page_index(args.page), limits=limits)
 
     def progress(done: int, total: int, message: str) -> None:
         print(f"[{done}/{total}] {message}", file=sys.stderr, flush=True)

@@ -119,7 +119,7 @@ class PageRecord:
     width: float  # pixels of the rendered page image (all coordinates are in these)
     height: float
     source: str = ""  # the input's file name or sample name
-    page_index: int = 0  # which page of a PDF (0-based)
+    page_index: int = 0  # which page of a PDF, 0-based (people, the CLI, the app and mv.decode count from 1)
     page_count: int = 1
     dpi: float | None = None  # PDF render resolution (PDF points * dpi / 72 = pixels)
     sha256: str = ""  # of the input file

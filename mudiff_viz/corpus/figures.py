@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from mudiff_viz.views.labels import decoder_colour, decoder_label
+from mudiff_viz.views.labels import cer_percent, decoder_colour, decoder_label
 
 PAGE_KEY = ("run_id", "page_id", "decoder")
 JITTER = {"diffusion": -0.012, "ar": 0.012}  # shuffle-level offsets so the decoders' points do not overlap
@@ -29,7 +29,7 @@ def _or(value: float | None, default: float) -> float:
 
 
 def _page_hover(r: dict) -> str:
-    return f"{r['source']} p{r['page_index'] + 1} seed {r['seed']}<br>CER {r['cer']}"
+    return f"{r['source']} p{r['page_index'] + 1} seed {r['seed']}<br>CER {cer_percent(r['cer'])}"
 
 
 def cer_by_level(cer_rows: list[dict], points: list[dict]) -> go.Figure:

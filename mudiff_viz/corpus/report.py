@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from mudiff_viz.corpus.stats import corpus_figures, corpus_tables
+from mudiff_viz.views.labels import cer_percent
 from mudiff_viz.views.markdown import md_text
 
 SECTIONS = (  # table, heading, what it shows
@@ -26,11 +27,26 @@ SECTIONS = (  # table, heading, what it shows
     ("failures", "Failed pages", "the first 100, with their one-line errors"),
 )
 HIDDEN = {"runs": ("settings_json",)}  # long: in tables.json
+# columns holding a CER (a fraction in tables.json), shown as percentages as in every other view
+CER_COLUMNS = {"overview": ("mean_cer",), "cer_by_condition": ("mean_cer", "ci_low", "ci_high", "seed_min", "seed_max")}
+
+
+class Formatted(str):
+    """A cell this module formatted itself (a percentage: no text from a store in it), written as is."""
+
+
+def shown_rows(key: str, rows: list[dict]) -> list[dict]:
+    """A table's rows as people read them: its CER columns as percentages (the other cells as they are)."""
+    cer_columns = CER_COLUMNS.get(key, ())
+    return [{c: Formatted(cer_percent(v)) if c in cer_columns and isinstance(v, (int, float)) else v
+             for c, v in r.items()} for r in rows]
 
 
 def cell(value: object) -> str:
     if value is None:
         return "–"
+    if isinstance(value, Formatted):
+        return str(value)
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
@@ -55,7 +71,7 @@ def tables_markdown(tables: dict[str, list[dict]]) -> str:
     """The whole report: one section per aggregate."""
     parts = ["# Corpus statistics\n"]
     for key, heading, note in SECTIONS:
-        parts.append(f"## {heading}\n\n{note}.\n\n{markdown_table(tables[key], HIDDEN.get(key, ()))}")
+        parts.append(f"## {heading}\n\n{note}.\n\n{markdown_table(shown_rows(key, tables[key]), HIDDEN.get(key, ()))}")
     return "\n".join(parts)
 
 

@@ -79,7 +79,7 @@ def load_page(
             lines=rendered.lines or None,
         )
     if page_index != 0:
-        raise UserInputError(f"page {page_index} does not exist: an image has one page (index 0)")
+        raise UserInputError(f"page {page_index + 1} does not exist: an image has one page")  # people count from 1
     image, orientation = open_image(data, kind, limits)
     return Page(image=image, source=name, sha256=digest, exif_orientation=orientation)
 

@@ -111,9 +111,8 @@ def render_in_process(data: bytes, page_index: int, dpi: float, limits: Limits) 
         doc = open_pdf(data, limits)
         try:
             if not 0 <= page_index < doc.page_count:
-                raise UserInputError(
-                    f"page {page_index} does not exist: the PDF has {doc.page_count} pages (0-{doc.page_count - 1})"
-                )
+                pages = f"{doc.page_count} page" + ("s" if doc.page_count != 1 else "")
+                raise UserInputError(f"page {page_index + 1} does not exist: the PDF has {pages}")  # people count from 1
             page = doc[page_index]
             w, h = page.rect.width, page.rect.height
             if max(w, h) > limits.max_page_points:

@@ -18,6 +18,7 @@ import pandas as pd
 from models import registry
 from mudiff_viz.core.errors import ModelLoadError, UserInputError
 from mudiff_viz.core.limits import Limits, current
+from mudiff_viz.core.page_numbers import page_index
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.decoding.decoders import get_decoder
 from mudiff_viz.decoding.observers import ProgressFn, Snapshot
@@ -62,18 +63,19 @@ def probe_spec(occlude: float | Iterable[int] | str | None = None, degrade: str 
     return ProbeSpec(occlude_words=words, occlude_fraction=fraction, degrade=dict(degrade or {}), seed=int(probe_seed))
 
 
-def load_page(source: Source | Page, page: int = 0, dpi: float = 150, occlude=None, degrade=None,
+def load_page(source: Source | Page, page: int = 1, dpi: float = 150, occlude=None, degrade=None,
               probe_seed: int = 0, limits: Limits | None = None) -> Page:
-    """The page the decoders see: loaded, then occluded and degraded when asked (probes/apply.py).
-    A :class:`Page` already loaded (the app's, which loaded and probed it itself) is taken as is."""
+    """The page the decoders see: page number ``page`` (from 1, as the CLI and the app count),
+    loaded, then occluded and degraded when asked (probes/apply.py). A :class:`Page` already loaded
+    (the app's, which loaded and probed it itself) is taken as is."""
     if isinstance(source, Page):
         if occlude is not None or degrade is not None:
             raise UserInputError("occlude= and degrade= need the page's file, not a loaded Page")
         return source
-    return probed_page(resolve(source), page, dpi, probe_spec(occlude, degrade, probe_seed), limits or current())
+    return probed_page(resolve(source), page_index(page), dpi, probe_spec(occlude, degrade, probe_seed), limits or current())
 
 
-def decode(source: Source | Page, *, model: str = "nano", decoder: str = "diffusion", page: int = 0,
+def decode(source: Source | Page, *, model: str = "nano", decoder: str = "diffusion", page: int = 1,
            dpi: float = 150, mode: str | None = None, layout_prompt: str = "detection",
            occlude: float | Iterable[int] | str | None = None, degrade: str | dict | None = None,
            probe_seed: int = 0, record: bool = True, fused: bool = False, limits: Limits | None = None,
@@ -82,6 +84,7 @@ def decode(source: Source | Page, *, model: str = "nano", decoder: str = "diffus
     """Decode one page into a Trace (every denoising step recorded unless ``record=False``).
 
     ``source``: a path, a bundled sample's name ("courier-short"), file bytes or a PIL image.
+    ``page``: the page number, from 1 (the trace stores the 0-based ``page.page_index``).
     ``model``: "nano" (the embedded character pair), "nano-subword", a checkpoint directory.
     ``occlude`` / ``degrade`` / ``probe_seed``: the probes of ``decode --occlude/--degrade``.
     ``progress(done, total)`` and ``snapshot(build_trace_so_far)``: live observers (the app streams
@@ -107,7 +110,7 @@ def load_trace(path: str | Path) -> Trace:
     return Trace.load(path)
 
 
-def compare(source: Source, *, model: str = "nano", ar_model: str | None = None, page: int = 0, dpi: float = 150,
+def compare(source: Source, *, model: str = "nano", ar_model: str | None = None, page: int = 1, dpi: float = 150,
             occlude=None, degrade=None, probe_seed: int = 0, limits: Limits | None = None, preset: str | None = None,
             also: Sequence[str] = (), rounds: int = 1, **knobs: Any) -> Comparison:
     """AR and diffusion on the same page (AR first, as the app does), then each decoder of ``also``
@@ -141,7 +144,7 @@ def compare(source: Source, *, model: str = "nano", ar_model: str | None = None,
 
 
 def shuffle(source: Source, *, level: float = 1.0, seed: int = 0, model: str = "nano", ar_model: str | None = None,
-            page: int = 0, limits: Limits | None = None, preset: str | None = None, **knobs: Any) -> ShuffleComparison:
+            page: int = 1, limits: Limits | None = None, preset: str | None = None, **knobs: Any) -> ShuffleComparison:
     """Semantic Shuffle (our reconstruction, docs/semantic-shuffle.md): words permuted within each
     line at ``level`` (0..1, seeded), the page re-rendered; both pages through both decoders
     (``ar_model`` defaults to ``model``)."""
@@ -153,7 +156,7 @@ def shuffle(source: Source, *, level: float = 1.0, seed: int = 0, model: str = "
     sidecar = Path(resolved).with_suffix(".txt") if isinstance(resolved, str) else None
     if sidecar is not None and sniff_kind(data) != "pdf" and sidecar.is_file():
         gt = sidecar.read_text(encoding="utf-8", errors="replace")
-    pages = shuffle_pages(data, level, seed, page_index=page, gt_text=gt, trusted=is_sample(resolved), limits=limits,
+    pages = shuffle_pages(data, level, seed, page_index=page_index(page), gt_text=gt, trusted=is_sample(resolved), limits=limits,
                           name=display_name(source))
     traces = decode_grid(pages, {"diffusion": model, "ar": ar_model or model}, params)
     for (_, column), trace in traces.items():

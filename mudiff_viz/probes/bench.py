@@ -30,7 +30,7 @@ from mudiff_viz.decoding.pipeline import decode_page, make_params
 from mudiff_viz.inputs.pages import read_source, sniff_kind
 from mudiff_viz.probes.perturb import degrade, occlude
 from mudiff_viz.probes.shuffle import check_level, shuffle_page
-from mudiff_viz.views.labels import decoder_colour
+from mudiff_viz.views.labels import cer_percent, decoder_colour
 from mudiff_viz.views.shuffle import noise_verdict
 
 ROW_FIELDS = [
@@ -251,7 +251,7 @@ def run_shuffle_benchmark(
                                 done += 1
                                 if progress:
                                     msg = (f"{bp.name} level {level:g} occlusion {fraction:g} {degrade_name(spec)} seed {seed} "
-                                           f"{decoder}: CER {cached['cer']:.3f}")
+                                           f"{decoder}: CER {cer_percent(cached['cer'])}")
                                     progress(done, total, msg)
     except BenchStopped:
         partial = len(rows) < total

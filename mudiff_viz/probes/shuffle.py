@@ -189,10 +189,10 @@ def shuffle_pdf(
             record: list[LineShuffle] = []
             for i in indices:
                 if not 0 <= i < doc.page_count:
-                    raise UserInputError(f"page {i} does not exist: the PDF has {doc.page_count} pages")
+                    raise UserInputError(f"page {i + 1} does not exist: the PDF has {doc.page_count} pages")
                 page = doc[i]
                 if max(page.rect.width, page.rect.height) > limits.max_page_points:
-                    raise UserInputError(f"page {i} is larger than the limit of {limits.max_page_points:.0f} pt")
+                    raise UserInputError(f"page {i + 1} is larger than the limit of {limits.max_page_points:.0f} pt")
                 record.extend(_shuffle_pdf_page(doc, page, i, level, seed, rerender))
             if not record:
                 raise UserInputError("the PDF has no text layer to shuffle (scanned? save the page as an image)")
@@ -432,7 +432,7 @@ def shuffle_page(
         result.gt_text = page.text
         return ShuffledPage(page=page, gt_text=page.text, result=result)
     if page_index != 0:
-        raise UserInputError(f"page {page_index} does not exist: an image has one page (index 0)")
+        raise UserInputError(f"page {page_index + 1} does not exist: an image has one page")  # people count from 1
     upright, orientation = open_image(data, kind, limits)
     image, result = shuffle_image(upright, level, seed, gt_text)
     page = Page(image=image, source=f"shuffled-{level:g}-seed{seed}.png", sha256=hashlib.sha256(result.data).hexdigest(),

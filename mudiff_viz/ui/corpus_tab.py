@@ -32,7 +32,7 @@ from mudiff_viz.views.page_image import image_data_url
 from mudiff_viz.views.player import player_payload
 
 try:  # the corpus extra (pyarrow, duckdb): without it the tab says which extra to install
-    from mudiff_viz.corpus.report import tables_markdown
+    from mudiff_viz.corpus.report import shown_rows, tables_markdown
     from mudiff_viz.corpus.stats import corpus_figures, corpus_tables
     from mudiff_viz.corpus.store import TraceStore, check_run_id, load_page_trace, unreadable_file
 
@@ -196,6 +196,7 @@ def open_store(store: Path, run: str | None) -> dict:
     status = (f"**{store.name}** · {counted(len(tabs['runs']), 'run')} · {counted(ok, 'decoded page')}, {failed} failed. "
               "Click a page's point in a figure to play its trace below.")
     headers = list(over[0].keys()) if over else ["decoder"]
+    over = shown_rows("overview", over)  # mean_cer as a percentage, as every other view shows CER
     return {
         "status": status,
         "overview": gr.update(value=[[_cell(r[h]) for h in headers] for r in over], headers=headers),

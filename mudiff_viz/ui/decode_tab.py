@@ -39,9 +39,10 @@ def check_decode(file, page_number, spec, decoder, knobs: dict, occlude_words=""
 @user_errors
 @results.shows_failure(results.DECODE_OUTPUTS)
 def run_decode(file, page_number, spec, decoder, knobs: dict, occlude_words="", occlude_fraction=0.0, degrade_dpi=150,
-               blur=0.0, noise=0.0, jpeg=0, rotate=0.0, probe_seed=0, progress=gr.Progress()):
-    """Decode one page; yields a cleared screen, then the trace as it grows, then the result.
-    ``knobs``: every decode knob by name (the tab wires one control per knob: controls.with_knobs)."""
+               blur=0.0, noise=0.0, jpeg=0, rotate=0.0, probe_seed=0, progress=gr.Progress(), request: gr.Request = None):
+    """Decode one page; yields a cleared screen, then the trace as it grows, then the result (or,
+    after Stop, the stopped screen). ``knobs``: every decode knob by name (the tab wires one control
+    per knob: controls.with_knobs); ``request``: the browser session its Stop button names."""
     names = results.DECODE_OUTPUTS
     yield results.ordered(results.cleared(names, "Decoding…", "Decoding: the first frame appears after the first denoising step."), names)
     probes = probe_spec(occlude_words, occlude_fraction, degrade_dpi, blur, noise, jpeg, rotate, probe_seed)
@@ -53,9 +54,10 @@ def run_decode(file, page_number, spec, decoder, knobs: dict, occlude_words="", 
     stream = uuid.uuid4().hex[:12]
     progress(0, desc="loading the model and encoding the page (prefill)")
     job = (lambda snap: jobs.decode_job(page, spec, decoder, knobs, progress_callback(progress, decoder), snap))
-    start, latest = time.monotonic(), None
-    for done, trace in jobs.streamed(job, tick_s=jobs.TICK_S):
+    start, latest, finished = time.monotonic(), None, False
+    for done, trace in jobs.streamed(job, tick_s=jobs.TICK_S, session=getattr(request, "session_hash", None)):
         if done:
+            finished = True
             yield results.ordered(results.decode_result(trace, image, probes, stream=stream), names)
             continue
         frame = {"status": results.live_status(trace or latest, time.monotonic() - start)}
@@ -63,6 +65,8 @@ def run_decode(file, page_number, spec, decoder, knobs: dict, occlude_words="", 
             latest = trace
             frame["player"] = results.streaming_frame(trace, image, stream)
         yield results.ordered(frame, names)
+    if not finished:  # Stop ended it (jobs.stop_session)
+        yield results.ordered(results.stopped(names), names)
 
 
 @dataclass
@@ -102,6 +106,8 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> DecodeTa
     # the page (on a phone, right under Run), every other knob folded away in Advanced settings
     with gr.Row(equal_height=True, elem_id="decode-toolbar"):
         run = gr.Button("Run decode", variant="primary", elem_id="decode-run", scale=1, min_width=150)
+        # in Run's place while a decode runs: a second Run click would be dropped without a word
+        stop = gr.Button("Stop decode", variant="stop", elem_id="decode-stop", scale=1, min_width=150, visible=False)
         decoder = gr.Radio(controls.decoder_choices(), value=first_decoder, label="Decoder", elem_id="decode-decoder",
                            info=controls.DECODER_INFO, scale=5, min_width=300)
         model = gr.Dropdown(model_choices, value=first_model, label="Model", elem_id="decode-model", scale=3,
@@ -147,8 +153,12 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> DecodeTa
                    [diffusion_group, *knobs.values(shared)], queue=False, api_visibility="private")
     inputs = [picker.file, picker.number, model, decoder, *knobs.values(), *perturb.inputs]
     outputs = results.says_why([status, warning, player, fig_order, fig_conf, fig_tpf, downloads])
+    # a new file clears the last failure: its reason belongs to the old file, not to the preview beside it
+    picker.file.change(lambda s: results.failure_cleared(results.DECODE_OUTPUTS, s, "Press Run decode to decode this page."),
+                       status, outputs, queue=False, show_progress="hidden", api_visibility="private")
     check = precheck.check_step(results.DECODE_OUTPUTS, controls.with_knobs(check_decode, 4, knobs.names()))
     precheck.checked_then(run, check, controls.with_knobs(run_decode, 4, knobs.names()), inputs, outputs, "decode",
+                          stop=stop, stopped=lambda: results.ordered(results.stopped(results.DECODE_OUTPUTS), results.DECODE_OUTPUTS),
                           concurrency_id=MODEL_WORK, concurrency_limit=DECODE_SLOTS, scroll_to_output=True,
                           show_progress="minimal")
     return DecodeTab(picker, knobs, decoder, model, run, inputs, outputs)

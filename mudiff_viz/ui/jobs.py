@@ -35,6 +35,21 @@ LOG = logging.getLogger(__name__)
 CANCELLATIONS: deque = deque(maxlen=64)
 
 
+# Stop buttons: the cancel flags of the streams running for each browser session. Gradio's own
+# cancel closes the run's generator only once its thread lets go of it; Stop sets the flag at once.
+RUNNING: dict[str, set[threading.Event]] = {}
+RUNNING_LOCK = threading.Lock()
+
+
+def stop_session(session: str | None) -> int:
+    """Tell every stream running for ``session`` to stop at its next unit of work; returns how many."""
+    with RUNNING_LOCK:
+        flags = list(RUNNING.get(session or "", ()))
+    for flag in flags:
+        flag.set()
+    return len(flags)
+
+
 class Cancelled(Exception):
     """The viewer went away (closed the tab, pressed Run again): the decode stops at its next block."""
 
@@ -102,7 +117,8 @@ def compare_job(page, plan: list[tuple[str, str, dict]], knobs: dict) -> list[Tr
 
 
 def streamed(job: Callable[[Snapshot | None], Trace], interval_s: float = FRAME_INTERVAL_S,
-             stream: bool = True, tick_s: float | None = None) -> Iterator[tuple[bool, Trace | None]]:
+             stream: bool = True, tick_s: float | None = None,
+             session: str | None = None) -> Iterator[tuple[bool, Trace | None]]:
     """Run ``job(snapshot)`` and yield ``(False, trace so far)`` frames while it runs, then ``(True, trace)``.
 
     With ``tick_s``, a stretch of ``tick_s`` seconds without a frame (the prefill of a long page, one
@@ -110,7 +126,8 @@ def streamed(job: Callable[[Snapshot | None], Trace], interval_s: float = FRAME_
 
     A frame is built only when the consumer has taken the previous one and ``interval_s`` has
     passed, so a slow browser never makes the decode queue up frames. If the consumer stops
-    iterating (the generator is closed), the decode is told to stop at its next block.
+    iterating (the generator is closed), or :func:`stop_session` names its ``session``, the decode is
+    told to stop at its next block.
     """
     if not stream or ON_ZERO_GPU:
         yield True, job(None)
@@ -148,6 +165,9 @@ def streamed(job: Callable[[Snapshot | None], Trace], interval_s: float = FRAME_
             frames.put(("end", None))
 
     worker = threading.Thread(target=work, name="mudiff-decode", daemon=True)
+    if session:
+        with RUNNING_LOCK:
+            RUNNING.setdefault(session, set()).add(cancelled)
     worker.start()
     ended = False
     try:
@@ -166,10 +186,16 @@ def streamed(job: Callable[[Snapshot | None], Trace], interval_s: float = FRAME_
         if not ended:  # closed early: the viewer went away (Gradio closes the generator) or pressed Run again
             left_at.append(units[0])
             cancelled.set()
+        if session:
+            with RUNNING_LOCK:
+                RUNNING.get(session, set()).discard(cancelled)
+                if not RUNNING.get(session):
+                    RUNNING.pop(session, None)
     worker.join()
     if "error" in outcome:
         raise outcome["error"]
-    yield True, outcome["trace"]
+    if "trace" in outcome:  # else stopped (stop_session): the caller sees the frames end without a result
+        yield True, outcome["trace"]
 
 
 def ticking(job: Callable[[Callable[[], None]], object], interval_s: float = TICK_S) -> Iterator[tuple[bool, object]]:

@@ -10,7 +10,6 @@ file or a page that does not exist comes back as the reason, in words, under the
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from PIL import Image, ImageDraw
 
 from mudiff_viz.core.errors import ModelLoadError, UserInputError
 from mudiff_viz.core.limits import current as current_limits
+from mudiff_viz.core.page_numbers import page_number
 from mudiff_viz.inputs.page import Page
 from mudiff_viz.inputs.pages import load_page, read_source, sniff_kind
 from mudiff_viz.probes.apply import DECODE_DPI, ProbeSpec, parse_word_list, probed_page
@@ -68,18 +68,6 @@ class PageCache:
 PAGES = PageCache(CACHE_PAGES)
 
 
-def page_number(value) -> int:
-    """A page number as typed (1-based), or a one-line error."""
-    try:
-        number = float(value if value not in (None, "") else 1)
-    except (TypeError, ValueError):
-        raise UserInputError(f"the page number must be a whole number, got {value!r}") from None
-    if number != int(number) or number < 1:
-        raise UserInputError(f"page numbers start at 1, got {value:g}" if isinstance(value, (int, float))
-                             else f"page numbers start at 1, got {value!r}")
-    return int(number)
-
-
 def is_bundled(path: str) -> bool:
     """A file with the bytes of one of our bundled samples (safe to render in-process)."""
     try:
@@ -103,13 +91,7 @@ def load(file, number) -> Page:
         kind = sniff_kind(read_source(path, limits)[0])
         if kind != "pdf" and n != 1:
             raise UserInputError(f"page {n} does not exist: an image has one page")
-        try:
-            return load_page(path, page_index=n - 1, dpi=DECODE_DPI, limits=limits, isolate=not is_bundled(path))
-        except UserInputError as exc:  # the renderer counts from 0; people (and this picker) from 1
-            missing = re.match(rf"page {n - 1} does not exist: the PDF has (\d+) page", str(exc))
-            if missing:
-                raise UserInputError(f"page {n} does not exist: the PDF has {counted(int(missing.group(1)), 'page')}") from None
-            raise
+        return load_page(path, page_index=n - 1, dpi=DECODE_DPI, limits=limits, isolate=not is_bundled(path))
 
     return PAGES.get(key, make)
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import inspect
 from typing import Callable
 
+import gradio as gr
+
 from mudiff_viz.probes.apply import probe_spec
-from mudiff_viz.ui import models, pagework, results
+from mudiff_viz.ui import jobs, models, pagework, results
 from mudiff_viz.ui.capacity import LIGHT_SLOTS, LIGHT_WORK
 from mudiff_viz.ui.common import user_errors
 
@@ -30,8 +32,6 @@ def check_page_and_models(file, page_number, decoders: dict[str, str | None], pr
 def check_step(names: tuple[str, ...], check: Callable[..., None]) -> Callable:
     """A callback for the Run button's first step: on success it leaves every output as it is
     (``gr.skip``); on failure the reason goes to the status line and the toast, as the decode's would."""
-    import gradio as gr
-
     def step(*args, **kwargs):
         check(*args, **kwargs)
         yield tuple(gr.skip() for _ in names)
@@ -42,11 +42,37 @@ def check_step(names: tuple[str, ...], check: Callable[..., None]) -> Callable:
     return wrapped
 
 
-def checked_then(button, check: Callable, run: Callable, inputs: list, outputs: list, api_name: str, **run_kwargs):
-    """Wire ``button``: ``check`` on the model-free queue, then (only if it passed) ``run`` on the decode queue."""
+def checked_then(button, check: Callable, run: Callable, inputs: list, outputs: list, api_name: str, stop=None,
+                 stopped: Callable[[], tuple] | None = None, **run_kwargs):
+    """Wire ``button``: ``check`` on the model-free queue, then (only if it passed) ``run`` on the decode queue.
+
+    With a ``stop`` button, the run button gives it its place while ``run`` runs: Gradio would drop a
+    second click on the run button without a word (one run per button at a time), so the only
+    button in sight is the one that ends the run. Stop cancels the run (the decode ends at its next
+    block and frees its model slot) and puts ``stopped()`` (values for ``outputs``) on screen."""
     first = button.click(check, inputs, outputs, concurrency_id=LIGHT_WORK, concurrency_limit=LIGHT_SLOTS,
                          api_name=f"{api_name}_check", show_progress="hidden")
-    return first.success(run, inputs, outputs, api_name=api_name, **run_kwargs)
+    if stop is None:
+        return first.success(run, inputs, outputs, api_name=api_name, **run_kwargs)
+    quiet = {"queue": False, "show_progress": "hidden", "api_visibility": "private"}
+    started = first.success(lambda: running(True), None, [button, stop], **quiet)
+    runs = started.then(run, inputs, outputs, api_name=api_name, **run_kwargs)
+    runs.then(lambda: running(False), None, [button, stop], **quiet)
+    ended = stop.click(stop_runs, None, None, cancels=[runs], **quiet)
+    ended.then(lambda: (*running(False), *(stopped() if stopped else ())), None, [button, stop, *(outputs if stopped else [])],
+               **quiet)
+    return runs
+
+
+def stop_runs(request: gr.Request):
+    """Stop's own step: the session's running decodes stop at their next block (Gradio's cancel
+    alone waits until the run's thread lets go of its generator)."""
+    jobs.stop_session(getattr(request, "session_hash", None))
+
+
+def running(yes: bool) -> tuple:
+    """(run button, stop button) updates: while a run runs, Stop takes the run button's place."""
+    return gr.update(visible=not yes), gr.update(visible=yes)
 
 
 def probes_of(occlude_words="", occlude_fraction=0.0, degrade_dpi=150, blur=0.0, noise=0.0, jpeg=0, rotate=0.0,

@@ -59,12 +59,38 @@ def cleared(names: tuple[str, ...], status: str, waiting: str) -> dict:
     return out
 
 
-def failed(names: tuple[str, ...], reason: str) -> dict:
+DECODE_FAILED = "The decode failed"  # the heading of a failed run's status line (results.failed)
+
+
+def failed(names: tuple[str, ...], reason: str, heading: str = DECODE_FAILED, player_line: str | None = None) -> dict:
     """Every output emptied and the one-line reason in the status and in the player: what a failed
-    run leaves on screen once the toast has gone (the same words as the CLI's ``error:`` line)."""
-    out = cleared(names, f"⚠ **The decode failed:** {md_text(reason, 400)}", f"⚠ The decode failed: {reason}")
+    run leaves on screen once the toast has gone (the same words as the CLI's ``error:`` line).
+    ``player_line``: what the player says instead of repeating the reason (the Trace viewer's
+    reason is shown once, in its status line)."""
+    out = cleared(names, f"⚠ **{heading}:** {md_text(reason, 400)}",
+                  f"⚠ {heading}: {reason}" if player_line is None else player_line)
     out["player"]["failed"] = True
     return out
+
+
+def stopped(names: tuple[str, ...]) -> dict:
+    """Every output emptied after Stop: the run ended before its result, so nothing half-made stays."""
+    return cleared(names, "Decode stopped before it finished: press **Run decode** to start one.",
+                   "Decode stopped before it finished.")
+
+
+def is_failure(status, heading: str = DECODE_FAILED) -> bool:
+    """Whether a status line is the one :func:`failed` wrote under ``heading``."""
+    return isinstance(status, str) and status.startswith(f"⚠ **{heading}:**")
+
+
+def failure_cleared(names: tuple[str, ...], status, waiting: str, heading: str = DECODE_FAILED) -> tuple:
+    """For a page picker's new file: a failure left on screen (:func:`failed`) goes, so the reason
+    for the old file never sits under the new one's preview; any other result stays."""
+    if not is_failure(status, heading):
+        return ordered({}, names)
+    out = cleared(names, "", waiting)
+    return ordered(out, names)
 
 
 SAYS_WHY = "mudiff-says-why"  # the app's CSS hides Gradio's bare "Error" pill on outputs with this class
@@ -80,7 +106,8 @@ def says_why(outputs: list) -> list:
     return outputs
 
 
-def shows_failure(names: tuple[str, ...], keep: tuple[str, ...] = ()) -> Callable:
+def shows_failure(names: tuple[str, ...], heading: str = DECODE_FAILED, player_line: str | None = None,
+                  keep: tuple[str, ...] = ()) -> Callable:
     """For a run generator: when it fails, its last frame is :func:`failed` (the reason stays on
     screen after the toast has gone, and no "Decoding…" is left behind); the error still propagates,
     so the toast shows and an API client gets it. Outputs in ``keep`` stay as they are."""
@@ -91,7 +118,7 @@ def shows_failure(names: tuple[str, ...], keep: tuple[str, ...] = ()) -> Callabl
             try:
                 yield from fn(*args, **kwargs)
             except Exception as exc:
-                yield ordered(failed(tuple(n for n in names if n not in keep), one_line(exc)), names)
+                yield ordered(failed(tuple(n for n in names if n not in keep), one_line(exc), heading, player_line), names)
                 raise
 
         return gen

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import gradio as gr
 
-from mudiff_viz.core.errors import UserInputError
+from mudiff_viz.core.errors import ModelLoadError, UserInputError
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.inputs.pages import load_page
 from mudiff_viz.probes.replay import page_for_trace
-from mudiff_viz.ui.animation import animation_row, remember_page
 from mudiff_viz.ui.capacity import LIGHT_SLOTS, LIGHT_WORK
+from mudiff_viz.ui.animation import animation_row, remember_page
+from mudiff_viz.ui.common import PAGE_TYPES, example_traces, file_path, one_line, request_dir, user_errors, write_text
 from mudiff_viz.ui.links import link_name, with_link
-from mudiff_viz.ui.common import PAGE_TYPES, example_traces, file_path, request_dir, user_errors, write_text
 from mudiff_viz.ui.player import Player
+from mudiff_viz.ui.results import cleared, failed, files, ordered, plot, says_why, shows_failure, warning_update
 from mudiff_viz.ui.slot import trims_after
-from mudiff_viz.ui.results import cleared, files, ordered, plot, warning_update
 from mudiff_viz.views import figures, tables
 from mudiff_viz.views.export import standalone_compare_html, standalone_html_from_payload, trace_title
 from mudiff_viz.views.page_image import image_data_url
@@ -24,6 +25,10 @@ from mudiff_viz.views.player import compare_payload, player_payload
 from mudiff_viz.views.warnings import alignment_notes
 
 OUTPUTS = ("status", "warning", "player", "fig_order", "fig_conf", "fig_tpf", "downloads", "table", "fig_wall")
+# a trace that does not load: its reason once, in the status line; the player only points at it
+NOT_LOADED = "The trace could not be loaded"
+NOT_LOADED_PLAYER = "No trace loaded: the reason is above."
+LOG = logging.getLogger(__name__)
 
 
 def image_for(trace: Trace, page_file) -> str | None:
@@ -84,10 +89,8 @@ def replay(paths: list[str], page_file=None) -> dict:
     return trace_outputs(traces, [image_for(t, page_file) for t in traces], paths)
 
 
-@user_errors
-@trims_after
-def view_traces(files, page_file=None):
-    """Replay one saved trace, or two (AR + diffusion) on one clock; no model is loaded."""
+def traces_frames(files, page_file=None):
+    """The frames of a replay: a cleared screen saying it loads, then the trace(s)."""
     yield ordered(cleared(OUTPUTS, "Loading the trace…", "Loading the trace…"), OUTPUTS)
     paths = [p for p in ([file_path(f) for f in files] if isinstance(files, (list, tuple)) else [file_path(files)]) if p]
     yield ordered(replay(paths, page_file), OUTPUTS)
@@ -95,13 +98,45 @@ def view_traces(files, page_file=None):
 
 @user_errors
 @trims_after
+@shows_failure(OUTPUTS, NOT_LOADED, NOT_LOADED_PLAYER)
+def view_traces(files, page_file=None):
+    """Replay one saved trace, or two (AR + diffusion) on one clock; no model is loaded."""
+    yield from traces_frames(files, page_file)
+
+
+@trims_after
+def show_upload(files, page_file=None):
+    """A dropped trace file, replayed at once. A file that does not load leaves its reason in the
+    status line and raises nothing: a toast on top would say it a second time (and the Replay
+    button, pressed next, a third)."""
+    try:
+        yield from traces_frames(files, page_file)
+    except Exception as exc:  # the visitor's file, in one line; a real bug also keeps its traceback in the log
+        if not isinstance(exc, (UserInputError, ModelLoadError)):
+            LOG.exception("the Trace viewer failed on an upload")
+        yield ordered(failed(OUTPUTS, one_line(exc), NOT_LOADED, NOT_LOADED_PLAYER), OUTPUTS)
+
+
+@user_errors
+@trims_after
+@shows_failure(OUTPUTS, NOT_LOADED, NOT_LOADED_PLAYER)
 def view_example(kind: str = "diffusion"):
     """A bundled example trace ("diffusion", "ar") or the AR + diffusion pair ("compare")."""
     ex = example_traces()
     files = ex["ar"][:1] + ex["diffusion"][:1] if kind == "compare" else ex.get(kind, [])[:1]
     if not files:
         raise UserInputError("no bundled example traces: run python scripts/make_example_traces.py")
-    return ordered(replay(files), OUTPUTS)
+    yield ordered(replay(files), OUTPUTS)
+
+
+def example_diffusion():
+    """The Example: diffusion trace button (a named generator: Gradio streams it and the API names it)."""
+    yield from view_example("diffusion")
+
+
+def example_compare():
+    """The Example: AR vs diffusion button."""
+    yield from view_example("compare")
 
 
 @dataclass
@@ -135,10 +170,10 @@ def build() -> ViewerTab:
         with gr.Row():
             fig_conf = gr.Plot(show_label=False, visible=False)
             fig_tpf = gr.Plot(show_label=False, visible=False)
-    outputs = [status, warning, player, fig_order, fig_conf, fig_tpf, downloads, table, fig_wall]
+    outputs = says_why([status, warning, player, fig_order, fig_conf, fig_tpf, downloads, table, fig_wall])
     light = {"concurrency_id": LIGHT_WORK, "concurrency_limit": LIGHT_SLOTS}  # no model: never behind a decode
     replay_btn.click(view_traces, [files, page], outputs, api_name="view_trace", scroll_to_output=True, **light)
-    files.upload(view_traces, [files, page], outputs, api_visibility="private", **light)
-    ex_d.click(lambda: view_example("diffusion"), None, outputs, api_name="view_example", scroll_to_output=True, **light)
-    ex_c.click(lambda: view_example("compare"), None, outputs, api_visibility="private", scroll_to_output=True, **light)
+    files.upload(show_upload, [files, page], outputs, api_visibility="private", **light)
+    ex_d.click(example_diffusion, None, outputs, api_name="view_example", scroll_to_output=True, **light)
+    ex_c.click(example_compare, None, outputs, api_visibility="private", scroll_to_output=True, **light)
     return ViewerTab(outputs)

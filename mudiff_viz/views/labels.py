@@ -16,3 +16,8 @@ def counted(n: int, singular: str, plural: str | None = None) -> str:
 
 
 NUMBER_WORDS = tuple("zero one two three four five six seven eight nine ten eleven twelve".split())  # counts said in words
+
+
+def cer_percent(value: float | None) -> str:
+    """A CER (a fraction) as every view shows it: a percentage with two decimals ("–" when there is none)."""
+    return "–" if value is None else f"{100 * value:.2f}%"
