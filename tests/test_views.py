@@ -45,6 +45,7 @@ def hostile(trace: Trace) -> Trace:
         r["text"] = "".join(t["text"] for t in r["tokens"] if not t["stop"])
         r["gt_text"] = HOSTILE
     d["text"] = "\n".join(r["text"] for r in d["regions"])
+    d["metrics"]["text_chars"] = len(d["text"])
     d["page"]["source"] = "<b>page</b>.pdf"
     return Trace.from_dict(d)
 
@@ -101,10 +102,12 @@ def test_series_are_computed_from_the_trace(diffusion):
         confs = [c for s in steps for c in s.confidences]
         assert ser["conf_min"][k] == pytest.approx(min(confs), abs=1e-4)
         assert ser["conf_mean"][k] == pytest.approx(sum(confs) / len(confs), abs=1e-4)
-        # above the threshold, at drawn positions only: not the filler after a region's stop token
-        drawn = [(p, c) for s in steps for p, c in zip(s.positions, s.confidences)
-                 if not len(diffusion.regions[s.region].tokens) <= p < diffusion.regions[s.region].n_generated]
-        assert ser["above"][k] == sum(1 for _, c in drawn if c > 0.9)
+        # above the threshold at every position, fillers included: the caption compares it with
+        # "committed this step", which counts fillers too
+        assert ser["above"][k] == sum(1 for c in confs if c > 0.9)
+        fillers = sum(c for s in steps for p, c in zip(s.positions, s.committed)
+                      if p >= len(diffusion.regions[s.region].tokens))
+        assert ser["fillers"][k] == fillers and ser["kept"][k] + fillers == ser["committed"][k]
         assert ser["regions"][k] == len(steps)
         assert 1 <= ser["step"][k] <= ser["steps"][k] <= 8
     assert sum(ser["kept"]) == diffusion.n_tokens
