@@ -206,10 +206,14 @@ def test_summary_explains_nfe_beside_the_batched_passes(diffusion, ar):
     m = diffusion.metrics
     text = tables.summary_markdown(diffusion)
     assert diffusion.clock_length < m.nfe  # three regions batched
-    assert (f"NFE {m.nfe} (forwards summed over the {len(diffusion.regions)} regions; {m.tokens_per_forward} "
-            f"tokens/forward), run as {diffusion.clock_length} batched forward passes") in text
-    one_region = dataclasses.replace(ar, metrics=dataclasses.replace(ar.metrics, nfe=ar.clock_length))
-    assert f"NFE {ar.clock_length} = {ar.clock_length} forward passes" in tables.summary_markdown(one_region)
+    assert (f"{diffusion.clock_length} forwards on the clock · NFE {m.nfe} (forwards per region summed over the "
+            f"{len(diffusion.regions)} regions, plus {m.commit_passes} block-storing passes) · "
+            f"{m.nfe and m.tokens / m.nfe:.2f} tokens per NFE") in text
+    assert "regions" in text and "lines" not in text  # one name for one count
+    one_region = dataclasses.replace(ar, regions=ar.regions[:1], steps=[s for s in ar.steps if s.region == 0])
+    n = one_region.clock_length
+    one_region = dataclasses.replace(one_region, metrics=dataclasses.replace(ar.metrics, nfe=n))
+    assert f"{n} forwards = NFE {n} · 1.00 tokens per NFE" in tables.summary_markdown(one_region)
     # the player shows the same prefill as the summary (one source: metrics.prefill_s)
     assert player_payload(diffusion)["clock"]["prefill_s"] == m.prefill_s
 
