@@ -32,7 +32,8 @@ READ_FRAMES = """n => {
       const r = c.querySelector('.mp-chart-read');
       charts[c.dataset.chart] = {text: r.textContent, values: r.dataset.values ? JSON.parse(r.dataset.values) : null};
     });
-    out.push({text: h.textContent, data: {...h.dataset}, charts});
+    const drawn = document.querySelectorAll('#player .mp-text .st-masked, #player .mp-text .st-ghost').length;
+    out.push({text: h.textContent, data: {...h.dataset}, charts, drawn});
   }
   return out;
 }"""
@@ -102,6 +103,7 @@ def check_every_frame(frames: list[dict], trace: Trace) -> int:
             masks = number(r"masks left (\d+)", text)
             assert masks == int(data["masksLeft"]) == f.masks_left[k], where
             assert charts["masks_left"]["values"] == [masks] and charts["masks_left"]["text"] == str(masks), where
+            assert fr["drawn"] == masks, where  # the text draws as many masked cells as the header counts
         else:
             regions = number(r"regions decoding (\d+)", text)
             assert regions == int(data["regions"]) == f.regions[k] == committed, where

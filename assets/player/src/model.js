@@ -148,7 +148,9 @@ export class TraceModel {
       if (this.filler[i] && s > this.fillerEnd[i] && (!keepFiller || ci < 0)) st[i] = HIDDEN;
       else if (ci >= 0 && ci < last) st[i] = DONE;
       else if (ci >= 0 && ci === last) st[i] = NOW;
-      else if (o[i] <= s) st[i] = MASKED;
+      // masked once a forward has seen it (frame s shows forward s - 1), so the cells drawn masked
+      // are the header's "masks left"; frame 0 draws the first blocks about to be denoised
+      else if (o[i] < s || (s === 0 && o[i] === 0)) st[i] = MASKED;
       else st[i] = UNREACHED;
     }
     if (last >= 0) {
