@@ -188,7 +188,7 @@ def test_tables(diffusion, ar):
     headers, rows = tables.metrics_table([ar, diffusion])
     assert headers == ["metric", "AR", "diffusion"]
     names = [r[0] for r in rows]
-    for needed in ("tokens", "NFE (forwards per sequence)", "tokens per forward", "wall time",
+    for needed in ("tokens", "NFE (forwards per region, summed over the regions)", "tokens per forward (tokens / NFE)", "wall time",
                    "time to first token", "CER vs ground truth"):
         assert needed in names
     assert all(len(r) == 3 for r in rows)
@@ -208,12 +208,12 @@ def test_summary_explains_nfe_beside_the_batched_passes(diffusion, ar):
     assert diffusion.clock_length < m.nfe  # three regions batched
     assert (f"{diffusion.clock_length} forwards on the clock · NFE {m.nfe} (forwards per region summed over the "
             f"{len(diffusion.regions)} regions, plus {m.commit_passes} block-storing passes) · "
-            f"{m.nfe and m.tokens / m.nfe:.2f} tokens per NFE") in text
+            f"{m.nfe and m.tokens / m.nfe:.2f} tokens per forward (tokens / NFE)") in text
     assert "regions" in text and "lines" not in text  # one name for one count
     one_region = dataclasses.replace(ar, regions=ar.regions[:1], steps=[s for s in ar.steps if s.region == 0])
     n = one_region.clock_length
     one_region = dataclasses.replace(one_region, metrics=dataclasses.replace(ar.metrics, nfe=n))
-    assert f"{n} forwards = NFE {n} · 1.00 tokens per NFE" in tables.summary_markdown(one_region)
+    assert f"{n} forwards = NFE {n} · 1.00 tokens per forward (tokens / NFE)" in tables.summary_markdown(one_region)
     # the player shows the same prefill as the summary (one source: metrics.prefill_s)
     assert player_payload(diffusion)["clock"]["prefill_s"] == m.prefill_s
 

@@ -35,7 +35,7 @@ def test_every_decorated_call_pickles_its_real_arguments(boundary):
     assert all(c["bytes"] > 0 for c in boundary["calls"])
     # each handler ran to its result through the boundary (a pickling error would have failed it)
     assert boundary["yields"] == {"decode": 2, "compare": 2, "shuffle": 2, "bench": 1}
-    assert "tokens per NFE" in boundary["last_status"]["decode"] and "**diffusion**" in boundary["last_status"]["compare"]
+    assert "tokens per forward" in boundary["last_status"]["decode"] and "**diffusion**" in boundary["last_status"]["compare"]
 
 
 def test_the_comparison_is_one_gpu_call(boundary):

@@ -53,13 +53,13 @@ def skew_text(trace: Trace) -> str | None:
 
 def metric_rows(trace: Trace) -> list[tuple[str, str]]:
     """(metric, value) pairs of one trace, in display order."""
-    m = trace.metrics
+    m, c = trace.metrics, trace_counts(trace)
     rows = [
         ("model", f"{trace.model.name} ({trace.model.params_m} M params, {trace.model.exec_mode})"),
-        ("tokens", _fmt(m.tokens)),
-        ("NFE (forwards per sequence)", _fmt(m.nfe)),
-        ("forward passes (shared clock: batched model calls)", _fmt(trace.clock_length)),
-        ("tokens per forward", _fmt(m.tokens_per_forward)),
+        ("tokens", _fmt(c.tokens)),
+        ("NFE (forwards per region, summed over the regions)", _fmt(c.nfe)),
+        ("forwards (the shared clock)", _fmt(c.forwards)),
+        ("tokens per forward (tokens / NFE)", _fmt(round(c.tokens_per_forward, 4))),
         ("wall time", _fmt(m.wall_s, " s")),
         ("prefill (vision + prompt)", _fmt(m.prefill_s, " s")),
         ("decode", _fmt(m.decode_s, " s")),
@@ -122,7 +122,7 @@ def forwards_text(trace: Trace) -> str:
     (plus, for diffusion, one pass per finished block that stores it), so a page of 15 lines shows
     "3 forwards" beside "NFE 68" and both are right."""
     c = trace_counts(trace)
-    rate = f"{c.tokens_per_forward:.2f} tokens per NFE"
+    rate = f"{c.tokens_per_forward:.2f} tokens per forward (tokens / NFE)"
     if c.forwards == c.nfe:
         return f"{counted(c.forwards, 'forward')} = NFE {c.nfe} · {rate}"
     stored = f", plus {counted(c.commit_passes, 'block-storing pass', 'block-storing passes')}" if c.commit_passes else ""
