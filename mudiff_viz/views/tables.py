@@ -59,7 +59,7 @@ def metric_rows(trace: Trace) -> list[tuple[str, str]]:
         ("tokens", _fmt(c.tokens)),
         ("NFE (forwards per region, summed over the regions)", _fmt(c.nfe)),
         ("forwards (the shared clock)", _fmt(c.forwards)),
-        ("tokens per forward (tokens / NFE)", _fmt(round(c.tokens_per_forward, 4))),
+        ("tokens per forward", _fmt(round(c.tokens_per_forward, 4))),
         ("wall time", _fmt(m.wall_s, " s")),
         ("prefill (vision + prompt)", _fmt(m.prefill_s, " s")),
         ("decode", _fmt(m.decode_s, " s")),
