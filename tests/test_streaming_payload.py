@@ -117,6 +117,6 @@ def test_the_live_status_counts_what_the_player_shows(tiny_models):
     shown = sum(sum(s.committed) for s in first.steps)
     assert first.n_tokens == 0 < shown  # mid-block: nothing finished, something committed
     assert results.committed_so_far(first) == shown
-    assert results.live_status(first, 2.0).startswith(f"Decoding… {shown} tokens committed so far, 1 forward pass")
+    assert results.live_status(first, 2.0).startswith(f"Decoding… {shown} tokens committed so far, 1 forward")
     payload = player_payload(first, partial=True, stream="s")
     assert sum(1 for c in payload["slots"]["commit"] if c >= 0) >= shown  # the player draws at least those

@@ -57,7 +57,37 @@ def inside_out_box(d):
     d["regions"][0]["bbox"] = [300.0, 141.4, 150.0, 185.2]
 
 
+def block_length_zero(d):
+    d["params"]["block_length"] = 0
+
+
+def negative_steps(d):
+    d["params"]["steps"] = -32
+
+
+def tokens_9999(d):
+    d["metrics"]["tokens"] = 9999
+
+
+def text_contradicts(d):
+    d["text"] = "a page these regions never decoded"
+
+
+def rate_off(d):
+    d["metrics"]["tokens_per_forward"] = 99.0
+
+
+def more_calls_than_clock(d):
+    d["metrics"]["batched_forwards"] = 1
+
+
 CASES = {
+    "block length 0": (block_length_zero, {}, "field 'params.block_length' is 0: must be a whole number of at least 1"),
+    "steps -32": (negative_steps, {}, "field 'params.steps' is -32: must be a whole number of at least 1"),
+    "tokens 9999": (tokens_9999, {}, "its counts disagree: metrics.tokens 9999 != 742 tokens in the regions"),
+    "text": (text_contradicts, {}, "field 'text' is not the regions' texts joined by newlines"),
+    "rate": (rate_off, {}, "its counts disagree: metrics.tokens_per_forward 99.0 != 10.7536 (tokens / nfe)"),
+    "calls": (more_calls_than_clock, {}, "its counts disagree: metrics.batched_forwards 1: fewer model calls than the 4 forwards on the clock"),
     "nan": (nan_confidence, {}, "field 'regions[0].tokens[0].confidence' is nan: non-finite numbers are not allowed"),
     "inf": (infinite_wall, {}, "field 'metrics.wall_s' is inf: non-finite numbers are not allowed"),
     "nfe": (nfe_off, {}, "its counts disagree: metrics.nfe 72 != "),

@@ -45,6 +45,7 @@ def hostile(trace: Trace) -> Trace:
         r["text"] = "".join(t["text"] for t in r["tokens"] if not t["stop"])
         r["gt_text"] = HOSTILE
     d["text"] = "\n".join(r["text"] for r in d["regions"])
+    d["metrics"]["text_chars"] = len(d["text"])
     d["page"]["source"] = "<b>page</b>.pdf"
     return Trace.from_dict(d)
 
@@ -101,10 +102,12 @@ def test_series_are_computed_from_the_trace(diffusion):
         confs = [c for s in steps for c in s.confidences]
         assert ser["conf_min"][k] == pytest.approx(min(confs), abs=1e-4)
         assert ser["conf_mean"][k] == pytest.approx(sum(confs) / len(confs), abs=1e-4)
-        # above the threshold, at drawn positions only: not the filler after a region's stop token
-        drawn = [(p, c) for s in steps for p, c in zip(s.positions, s.confidences)
-                 if not len(diffusion.regions[s.region].tokens) <= p < diffusion.regions[s.region].n_generated]
-        assert ser["above"][k] == sum(1 for _, c in drawn if c > 0.9)
+        # above the threshold at every position, fillers included: the caption compares it with
+        # "committed this step", which counts fillers too
+        assert ser["above"][k] == sum(1 for c in confs if c > 0.9)
+        fillers = sum(c for s in steps for p, c in zip(s.positions, s.committed)
+                      if p >= len(diffusion.regions[s.region].tokens))
+        assert ser["fillers"][k] == fillers and ser["kept"][k] + fillers == ser["committed"][k]
         assert ser["regions"][k] == len(steps)
         assert 1 <= ser["step"][k] <= ser["steps"][k] <= 8
     assert sum(ser["kept"]) == diffusion.n_tokens
@@ -185,7 +188,7 @@ def test_tables(diffusion, ar):
     headers, rows = tables.metrics_table([ar, diffusion])
     assert headers == ["metric", "AR", "diffusion"]
     names = [r[0] for r in rows]
-    for needed in ("tokens", "NFE (forwards per sequence)", "tokens per forward", "wall time",
+    for needed in ("tokens", "NFE (forwards per region, summed over the regions)", "tokens per forward", "wall time",
                    "time to first token", "CER vs ground truth"):
         assert needed in names
     assert all(len(r) == 3 for r in rows)
@@ -203,10 +206,14 @@ def test_summary_explains_nfe_beside_the_batched_passes(diffusion, ar):
     m = diffusion.metrics
     text = tables.summary_markdown(diffusion)
     assert diffusion.clock_length < m.nfe  # three regions batched
-    assert (f"NFE {m.nfe} (forwards summed over the {len(diffusion.regions)} regions; {m.tokens_per_forward} "
-            f"tokens/forward), run as {diffusion.clock_length} batched forward passes") in text
-    one_region = dataclasses.replace(ar, metrics=dataclasses.replace(ar.metrics, nfe=ar.clock_length))
-    assert f"NFE {ar.clock_length} = {ar.clock_length} forward passes" in tables.summary_markdown(one_region)
+    assert (f"{diffusion.clock_length} forwards on the clock · NFE {m.nfe} (forwards per region summed over the "
+            f"{len(diffusion.regions)} regions, plus {m.commit_passes} block-storing passes) · "
+            f"{m.nfe and m.tokens / m.nfe:.2f} tokens per forward (tokens / NFE)") in text
+    assert "regions" in text and "lines" not in text  # one name for one count
+    one_region = dataclasses.replace(ar, regions=ar.regions[:1], steps=[s for s in ar.steps if s.region == 0])
+    n = one_region.clock_length
+    one_region = dataclasses.replace(one_region, metrics=dataclasses.replace(ar.metrics, nfe=n))
+    assert f"{n} forwards = NFE {n} · 1.00 tokens per forward (tokens / NFE)" in tables.summary_markdown(one_region)
     # the player shows the same prefill as the summary (one source: metrics.prefill_s)
     assert player_payload(diffusion)["clock"]["prefill_s"] == m.prefill_s
 

@@ -39,7 +39,7 @@ def test_every_decorated_call_runs_in_a_forked_worker(boundary):
     out = boundary["outputs"]
     assert {k: out[k]["frames"] for k in ("decode", "compare", "shuffle", "bench")} == {
         "decode": 2, "compare": 2, "shuffle": 3, "bench": 1}
-    assert "tokens/forward" in out["decode"]["last_status"] and "**diffusion**" in out["compare"]["last_status"]
+    assert "tokens per forward" in out["decode"]["last_status"] and "**diffusion**" in out["compare"]["last_status"]
 
 
 def test_work_is_split_into_one_gpu_call_per_decode(boundary):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mudiff_viz.core.counts import trace_counts
 from mudiff_viz.core.limits import Limits, current
 from mudiff_viz.decoding.settings import KNOBS, PRESETS, preset_knobs
 from mudiff_viz.views.tables import graphs_stated
@@ -61,14 +62,16 @@ def limits_from(args) -> Limits:
 
 
 def summary_line(trace) -> str:
-    m = trace.metrics
+    """One line of a decode's counts (core/counts.py, the numbers the app shows) and times."""
+    m, c = trace.metrics, trace_counts(trace)
     parts = [
         f"{trace.decoder}",
         f"model={trace.model.name}",
-        f"regions={len(trace.regions)}",
-        f"tokens={m.tokens}",
-        f"NFE={m.nfe}",
-        f"tokens/forward={m.tokens_per_forward}",
+        f"regions={c.regions}",
+        f"tokens={c.tokens}",
+        f"forwards={c.forwards}",
+        f"NFE={c.nfe}",
+        f"tokens/forward={c.tokens_per_forward:.2f}",
         f"wall={m.wall_s}s (prefill {m.prefill_s}s)",
     ]
     if graphs_stated(trace):

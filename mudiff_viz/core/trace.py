@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mudiff_viz.core.counts import metric_problems
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.limits import Limits, current
 
@@ -608,6 +609,12 @@ def check_meaning(trace: "Trace", limits: Limits | None = None) -> None:
     (:func:`check_invariants`: each token committed once, at the forward it names; the NFE count).
     """
     limits = limits or current()
+    for knob in ("block_length", "steps"):  # the block loop divides by both
+        v = trace.params.get(knob)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            _fail(f"params.{knob}", f"is {v!r}: must be a whole number of at least 1")
+    if trace.text != joined_text(trace.regions)[0]:
+        _fail("text", "is not the regions' texts joined by newlines (the layout pass left out)")
     page = trace.page
     for i, occ in enumerate(page.occluded):
         _check_box(occ.box, page, f"page.occluded[{i}].box")
@@ -677,12 +684,21 @@ def upgrade_v1(d: dict) -> dict:
 # ---- semantic checks -----------------------------------------------------------------------------
 
 
+def joined_text(regions: list[RegionRecord]) -> tuple[str, str | None]:
+    """The page's text (content regions joined by newlines) and its ground truth when every region has one."""
+    content = [r for r in regions if r.kind != "layout"] or regions
+    text = "\n".join(r.text for r in content)
+    gt = "\n".join(r.gt_text for r in content) if content and all(r.gt_text is not None for r in content) else None
+    return text, gt
+
+
 def check_invariants(trace: Trace) -> list[str]:
     """Semantic checks beyond the schema; returns a list of violations (empty when consistent).
 
     Each region's tokens are committed exactly once, at the forward their record names; a forward
     (clock index) of a region belongs to one block; AR commits one token per step; the NFE count
-    matches the recorded forwards plus block-commit passes.
+    matches the recorded forwards plus block-commit passes; the metrics that the regions and steps
+    determine agree with them (core/counts.py ``metric_problems``).
     """
     problems: list[str] = []
     recorded = bool(trace.params.get("record", True))
@@ -716,4 +732,4 @@ def check_invariants(trace: Trace) -> list[str]:
     m = trace.metrics
     if recorded and m.nfe != len(trace.steps) + m.commit_passes:
         problems.append(f"metrics.nfe {m.nfe} != {len(trace.steps)} steps + {m.commit_passes} commit passes")
-    return problems
+    return problems + metric_problems(trace)

@@ -10,7 +10,9 @@ from dataclasses import replace
 
 from mudiff_viz.core import align
 from mudiff_viz.core.metrics import cer
-from mudiff_viz.core.trace import Metrics, ModelRecord, Occlusion, PageRecord, RegionRecord, Skew, TokenRecord, Trace, rnd
+from mudiff_viz.core.trace import (  # noqa: F401 (joined_text: decoders read it from here)
+    Metrics, ModelRecord, Occlusion, PageRecord, RegionRecord, Skew, TokenRecord, Trace, joined_text, rnd,
+)
 
 
 SPECULATION = ("draft_forwards", "verify_forwards", "drafted", "accepted", "anchor_hits")  # Metrics' draft-and-verify counts
@@ -69,14 +71,6 @@ def locate_occlusion(occ: Occlusion, regions) -> Occlusion:
         if inside:
             return replace(occ, region=ri, start=min(inside), end=max(inside) + 1)
     return occ
-
-
-def joined_text(regions: list[RegionRecord]) -> tuple[str, str | None]:
-    """The page's text (content regions joined by newlines) and its ground truth when every region has one."""
-    content = [r for r in regions if r.kind != "layout"] or regions
-    text = "\n".join(r.text for r in content)
-    gt = "\n".join(r.gt_text for r in content) if content and all(r.gt_text is not None for r in content) else None
-    return text, gt
 
 
 def limit_cut(run) -> str | None:

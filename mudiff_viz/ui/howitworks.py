@@ -163,7 +163,7 @@ LESSONS = [
         "every character is, so its forced commits are still right.",
         "Try it: 4 steps, exactly the quota",
         (Run(CHAR, {"strategy": "low_confidence_static", "steps": 4}, label="character pair · 4 steps, static quota"),),
-        "Every pass commits {0.quota} positions per line (the Tokens committed per forward chart).",
+        "Every pass commits {0.quota} positions per line (the Positions committed per forward chart).",
     ),
     Lesson(
         "strategy", "5 · Remasking strategies",

@@ -13,6 +13,7 @@ from typing import Callable
 
 import gradio as gr
 
+from mudiff_viz.core.counts import trace_counts
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.probes.apply import ProbeSpec
 from mudiff_viz.probes.replay import find_source
@@ -163,12 +164,10 @@ def page_line(trace: Trace, probes: ProbeSpec | None) -> str:
 
 
 def committed_so_far(trace: Trace) -> int:
-    """Tokens committed by a decode still running, as its player shows them: the step records' commits,
-    open blocks included (a region's token list grows only when its block is done, so mid-block it
-    says 0 while the player shows text). Without step records, the finished blocks' tokens."""
-    if not trace.steps:
-        return trace.n_tokens
-    return max(trace.n_tokens, sum(sum(s.committed) for s in trace.steps))
+    """Tokens committed by a decode still running, as its player's header and charts count them
+    (core/counts.py on the snapshot: the open blocks' commits included, fillers after a region's end
+    of text not). Without step records, the finished blocks' tokens."""
+    return trace_counts(trace, partial=True).tokens
 
 
 def live_status(trace: Trace | None, elapsed_s: float) -> str:
@@ -177,7 +176,7 @@ def live_status(trace: Trace | None, elapsed_s: float) -> str:
     if trace is None:
         return f"Decoding… encoding the page (prefill) · {elapsed_s:.0f} s"
     return (f"Decoding… {counted(committed_so_far(trace), 'token')} committed so far, "
-            f"{counted(trace.clock_length, 'forward pass', 'forward passes')} · {elapsed_s:.0f} s")
+            f"{counted(trace.clock_length, 'forward')} · {elapsed_s:.0f} s")
 
 
 def streaming_frame(trace: Trace, image_url: str | None, stream: str, label: str | None = None) -> dict:

@@ -23,6 +23,7 @@ import math
 
 from mudiff_viz.core.align import opcodes
 from mudiff_viz.core.limits import current
+from mudiff_viz.core.counts import trace_counts
 from mudiff_viz.core.errors import UserInputError
 from mudiff_viz.core.order import occluded_spans, occluded_tokens
 from mudiff_viz.core.trace import Trace, clock_bound
@@ -210,70 +211,51 @@ def entries(trace: Trace, index: dict[tuple[int, int], int]) -> dict:
     return out
 
 
-def series(trace: Trace) -> dict:
-    """Per-forward series the player charts and its header reads (index k = forward k).
+def series(trace: Trace, partial: bool = False) -> dict:
+    """Per-forward series the player's header, captions and charts read (index k = forward k): the
+    counts of core/counts.py (one source, so the header and the charts agree on every frame), plus
+    the guesses' confidences.
 
-    - ``masks_left``: positions of the open blocks still masked after forward k
-    - ``committed``: positions committed by forward k (filler included: the model did commit them)
-    - ``kept``: tokens of the final text (stop tokens included) committed by forward k
-    - ``conf_min`` / ``conf_mean``: confidence of the model's guesses over the positions that were
-      masked before forward k (what the threshold is compared with)
-    - ``block``: block index of forward k (lowest, when regions are at different blocks)
-    - ``step`` / ``steps``: forward k is denoising step ``step`` (1-based) of a block that took
-      ``steps`` forwards
-    - ``regions``: regions (lines) still decoding at forward k
+    - ``masks_left``: positions still masked after forward k, in the blocks it denoised
+    - ``committed`` = ``kept`` + ``fillers``: positions committed by forward k, of them tokens of the
+      text (stop tokens and a snapshot's pending tokens included) and positions after its end
+    - ``regions``: regions decoded by forward k; ``block`` (lowest), ``step`` / ``steps``: forward k
+      is denoising step ``step`` (1-based) of a block that took ``steps`` forwards
     - ``forced``: positions force-committed at the step limit
-    - ``above``: guesses above the confidence threshold at forward k (diffusion with a threshold), at
-      the positions the player draws: up to each region's stop token, not the filler after it (the
-      header's "committed this step" counts drawn cells, and the caption must agree with it)
+    - ``above``: guesses above the confidence threshold (diffusion with a threshold), fillers included
+    - ``conf_min`` / ``conf_mean``: confidence of the guesses over the positions masked before forward k
+    - draft and verify only: ``verified`` (= ``accepted`` + ``rejected`` + ``discarded``), ``bonus``,
+      ``drafted`` per forward
     """
-    n = trace.clock_length
-    masks_left, committed, kept = [0] * n, [0] * n, [0] * n
+    c = trace_counts(trace, partial)
+    f = c.per_forward
+    n = c.forwards
     conf_min, conf_mean = [None] * n, [None] * n
-    sums, counts = [0.0] * n, [0] * n
-    block, regions, forced, above = [None] * n, [0] * n, [0] * n, [0] * n
+    sums, counts, above = [0.0] * n, [0] * n, [0] * n
     threshold = None if trace.is_autoregressive else trace.params.get("threshold")
-    first: dict[tuple[int, int], int] = {}
-    last: dict[tuple[int, int], int] = {}
-    # filler: after a region's stop token, up to what it generated (a snapshot's positions past that are pending, drawn)
-    filler = [(len(r.tokens), r.n_generated) for r in trace.regions]
     for s in trace.steps:
         k = s.forward
-        masks_left[k] += len(s.positions) - sum(s.committed)
-        committed[k] += sum(s.committed)
-        regions[k] += 1
-        forced[k] += s.forced
         if s.confidences:
             lo = min(s.confidences)
             conf_min[k] = lo if conf_min[k] is None else min(conf_min[k], lo)
             sums[k] += sum(s.confidences)
             counts[k] += len(s.confidences)
             if threshold is not None:
-                lo, hi = filler[s.region]
-                above[k] += sum(1 for p, c in zip(s.positions, s.confidences) if c > threshold and not lo <= p < hi)
-        block[k] = s.block if block[k] is None else min(block[k], s.block)
-        key = (s.region, s.block)
-        first[key] = min(first.get(key, k), k)
-        last[key] = max(last.get(key, k), k)
+                above[k] += sum(1 for c_ in s.confidences if c_ > threshold)
     for k in range(n):
         if counts[k]:
             conf_mean[k] = sums[k] / counts[k]
-    for r in trace.regions:
-        for t in r.tokens:
-            if 0 <= t.commit_forward < n:
-                kept[t.commit_forward] += 1
-    step, steps = [0] * n, [0] * n
-    for s in trace.steps:
-        key = (s.region, s.block)
-        step[s.forward] = max(step[s.forward], s.forward - first[key] + 1)
-        steps[s.forward] = max(steps[s.forward], last[key] - first[key] + 1)
     r4 = lambda v: None if v is None else round(v, 4)  # noqa: E731
-    return {
-        "masks_left": masks_left, "committed": committed, "kept": kept,
+    out = {
+        "masks_left": f.masks_left, "committed": f.committed, "kept": f.tokens, "fillers": f.fillers,
         "conf_min": [r4(v) for v in conf_min], "conf_mean": [r4(v) for v in conf_mean],
-        "block": block, "step": step, "steps": steps, "regions": regions, "forced": forced,
+        "block": f.block, "step": f.step, "steps": f.steps, "regions": f.regions, "forced": f.forced,
         "above": above,
     }
+    if trace.is_speculative or any(s.verdicts is not None for s in trace.steps):
+        out.update(verified=f.verified, accepted=f.accepted, rejected=f.rejected, discarded=f.discarded,
+                   bonus=f.bonus, drafted=f.drafted)
+    return out
 
 
 def n_blocks(trace: Trace) -> int:
@@ -383,7 +365,7 @@ def player_payload(trace: Trace, image_url: str | None = None, label: str | None
         "mask_ids": [] if trace.model.mask_id is None else [trace.model.mask_id],
         "slots": sl["table"],
         "entries": entries(trace, sl["index"]),
-        "series": series(trace),
+        "series": series(trace, partial),
         **({"stages": two_stage} if two_stage else {}),
     }
 

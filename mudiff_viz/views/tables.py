@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mudiff_viz.core.align import diff_ops
+from mudiff_viz.core.counts import trace_counts
 from mudiff_viz.core.metrics import order_correlation
 from mudiff_viz.core.trace import Trace
 from mudiff_viz.views.labels import counted, decoder_label
@@ -99,13 +100,13 @@ def settings_text(trace: Trace) -> str:
 
 def metric_rows(trace: Trace) -> list[tuple[str, str]]:
     """(metric, value) pairs of one trace, in display order."""
-    m = trace.metrics
+    m, c = trace.metrics, trace_counts(trace)
     rows = [
         ("model", model_text(trace)),
-        ("tokens", _fmt(m.tokens)),
-        ("NFE (forwards per sequence)", _fmt(m.nfe)),
-        ("forward passes (shared clock: batched model calls)", _fmt(trace.clock_length)),
-        ("tokens per forward", _fmt(m.tokens_per_forward)),
+        ("tokens", _fmt(c.tokens)),
+        ("NFE (forwards per region, summed over the regions)", _fmt(c.nfe)),
+        ("forwards (the shared clock)", _fmt(c.forwards)),
+        ("tokens per forward", _fmt(round(c.tokens_per_forward, 4))),
         ("wall time", _fmt(m.wall_s, " s")),
         ("prefill (vision + prompt)", _fmt(m.prefill_s, " s")),
         ("decode", _fmt(m.decode_s, " s")),
@@ -157,15 +158,17 @@ def diff_segments(hyp: str, ref: str) -> list[tuple[str, str | None]]:
 
 
 def forwards_text(trace: Trace) -> str:
-    """NFE and the forward passes in one phrase that says how they relate: NFE counts forwards per
-    sequence (summed over the regions), the player's clock counts batched model calls, so a page of
-    14 lines can show "NFE 102" beside "9 forward passes" and both are right."""
-    m, passes = trace.metrics, trace.clock_length
-    rate = f"{m.tokens_per_forward} tokens/forward"
-    if passes == m.nfe:
-        return f"NFE {m.nfe} = {counted(passes, 'forward pass', 'forward passes')} · {rate}"
-    return (f"NFE {m.nfe} (forwards summed over the {counted(len(trace.regions), 'region')}; {rate}), "
-            f"run as {counted(passes, 'batched forward pass', 'batched forward passes')}")
+    """The forwards and NFE in one phrase that says how they relate (core/counts.py, one source):
+    *forwards* are the shared clock's ticks (the player's scrubber), NFE sums each region's forwards
+    (plus, for diffusion, one pass per finished block that stores it), so a page of 15 lines shows
+    "3 forwards" beside "NFE 68" and both are right."""
+    c = trace_counts(trace)
+    rate = f"{c.tokens_per_forward:.2f} tokens per forward (tokens / NFE)"
+    if c.forwards == c.nfe:
+        return f"{counted(c.forwards, 'forward')} = NFE {c.nfe} · {rate}"
+    stored = f", plus {counted(c.commit_passes, 'block-storing pass', 'block-storing passes')}" if c.commit_passes else ""
+    return (f"{counted(c.forwards, 'forward')} on the clock · NFE {c.nfe} (forwards per region summed over the "
+            f"{counted(c.regions, 'region')}{stored}) · {rate}")
 
 
 def summary_markdown(trace: Trace) -> str:
@@ -173,7 +176,7 @@ def summary_markdown(trace: Trace) -> str:
     m = trace.metrics
     parts = [
         f"**{decoder_label(trace.decoder)}** · {md_text(trace.model.name)}",
-        counted(len(trace.regions), "region"), counted(m.tokens, "token"), forwards_text(trace),
+        counted(len(trace.regions), "region"), counted(trace_counts(trace).tokens, "token"), forwards_text(trace),
         f"wall {m.wall_s:.2f} s (prefill {m.prefill_s:.2f} s)",
     ]
     if graphs_stated(trace):

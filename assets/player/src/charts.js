@@ -5,16 +5,18 @@ import { fmtS, pct } from "./format.js";
 // ---- charts tied to the scrubber ----------------------------------------------------------
 // The SVGs stretch to their box (viewBox 300 x 110, no aspect ratio): every label is HTML next to
 // them, so its size is the CSS size (>= 11 px) on any screen, never scaled with the chart.
+// Every chart reads the payload's series (core/counts.py), as the pane header does: one source.
+const committedRead = (ser, k) => (ser.fillers[k] ? `${ser.committed[k]} (${ser.kept[k]} tokens + ${ser.fillers[k]} after end of text)` : String(ser.committed[k]));
 export const CHARTS = [
-  { key: "masks_left", title: "Masks left in open blocks", y: (ser, k, m) => m.maskedAt[k + 1], kind: "area" },
-  { key: "committed", title: "Tokens committed per forward", y: (ser, k) => ser.committed[k], kind: "bar" },
+  { key: "masks_left", title: "Masks left in the blocks each forward denoised", y: (ser, k) => ser.masks_left[k], kind: "area" },
+  { key: "committed", title: "Positions committed per forward (tokens + fillers after end of text)", y: (ser, k) => ser.committed[k], kind: "bar", read: committedRead },
   { key: "conf", title: "Guess confidence: min and mean vs threshold", y: (ser, k) => ser.conf_mean[k], y2: (ser, k) => ser.conf_min[k], kind: "conf", max: 1 },
   { key: "progress", title: "Text committed so far", kind: "progress", max: 1 },
 ];
-export const LINES_CHART = { key: "lines", title: "Lines still decoding (AR has no masks)", y: (ser, k) => ser.regions[k], kind: "area" };
+export const LINES_CHART = { key: "lines", title: "Regions still decoding (AR has no masks)", y: (ser, k) => ser.regions[k], kind: "area" };
 // draft and verify: what each forward's verification kept (the readout says of how many)
-export const DRAFTS_CHART = { key: "drafts", title: "Drafts accepted per forward", y: (ser, k, m) => (m.speculative ? m.draftsAccepted[k] : 0), kind: "bar",
-  read: (ser, k, m) => (m.speculative ? `${m.draftsAccepted[k]} of ${m.draftsVerified[k]} verified` : "–") };
+export const DRAFTS_CHART = { key: "drafts", title: "Drafts accepted per forward", y: (ser, k, m) => (m.speculative ? ser.accepted[k] : 0), kind: "bar",
+  read: (ser, k, m) => (m.speculative ? `${ser.accepted[k]} of ${ser.verified[k]} verified` : "–") };
 export const ORDER_CHART = { key: "order", title: "Decoding order: step within its block vs position in the block", kind: "order" };
 export const PADL = 3, PADR = 3;
 
@@ -221,8 +223,10 @@ export class Charts {
     this.charts.forEach((ch) => {
       if (ch.c.kind === "order") { this.updateOrder(ch); return; }
       if (ch.cursor) { ch.cursor.setAttribute("x1", x.toFixed(1)); ch.cursor.setAttribute("x2", x.toFixed(1)); }
+      const values = []; // each pane's number at this frame, for tests (data-values)
       const parts = pl.models.map((m, mi) => {
         const s = pl.frameOf(m), k = s - 1, ser = m.p.series;
+        values.push(m.p.recorded && k >= 0 && k < m.N && ch.c.y && ch.c.kind !== "conf" ? ch.c.y(ser, k, m) : null);
         const who = pl.models.length > 1 ? pl.shortName(m) + ": " : "";
         if (ch.c.kind === "progress") return who + (m.partial ? `${m.cumKept[s]} tokens so far (the total is not known yet)`
           : Math.round(100 * m.cumKept[s] / Math.max(1, m.nKept)) + "%");
@@ -235,7 +239,7 @@ export class Charts {
         return who + (ch.c.read ? ch.c.read(ser, k, m) : String(ch.c.y(ser, k, m)));
       });
       const t = parts.join(" · ");
-      if (t !== ch._t) { ch.read.textContent = t; ch._t = t; }
+      if (t !== ch._t) { ch.read.textContent = t; ch._t = t; ch.read.dataset.values = JSON.stringify(values); }
     });
   }
 }

@@ -38,16 +38,6 @@ export class TraceModel {
         const v = this.everdict[j];
         if (this.ecommit[j] && (v === V_ACCEPTED || v === V_REJECTED || v === V_BONUS)) this.finalVerdict[this.eslot[j]] = v;
       }
-      // per forward: drafts it verified (discarded ones included) and accepted
-      this.draftsVerified = new Int32Array(this.N);
-      this.draftsAccepted = new Int32Array(this.N);
-      for (let k = 0; k < this.N; k++) {
-        for (let j = this.tickStart[k]; j < this.tickStart[k + 1]; j++) {
-          const v = this.everdict[j];
-          if (v === V_ACCEPTED || v === V_REJECTED || (v === V_DISCARDED && this.edraft[j] >= 0)) this.draftsVerified[k]++;
-          if (v === V_ACCEPTED) this.draftsAccepted[k]++;
-        }
-      }
       this.verdictAt = new Int8Array(s.region.length); // per frame: the verdict at each slot (-1: none)
       this.verifiedAt = new Int32Array(s.region.length); // ... and the entry that gave it
     }
@@ -66,9 +56,8 @@ export class TraceModel {
     this.entryAt = new Int32Array(this.n);
     const ser = p.series;
     this.cumKept = new Int32Array(this.N + 1);
-    const kept = ser.kept.slice();
-    (s.pending || []).forEach((v, i) => { if (v && this.commit[i] >= 0 && this.commit[i] < this.N) kept[this.commit[i]]++; });
-    for (let k = 0; k < this.N; k++) this.cumKept[k + 1] = this.cumKept[k] + kept[k];
+    // tokens of the text committed by each forward (the payload's counts: a snapshot's pending ones included)
+    for (let k = 0; k < this.N; k++) this.cumKept[k + 1] = this.cumKept[k] + ser.kept[k];
     this.nKept = 0;
     for (let i = 0; i < this.n; i++) if (!this.filler[i]) this.nKept++;
     // block-wise decoders (diffusion or any registered one) carry a block length; AR does not
@@ -79,8 +68,6 @@ export class TraceModel {
     this.nOccludedBoxes = (p.page && p.page.occluded ? p.page.occluded.length : 0);
     this.hasOcclusion = this.nOccludedBoxes > 0 || this.occluded.some((v) => v);
     this.order = this.blockwise && p.recorded ? this.decodingOrder() : null;
-    // cells drawn masked (or as a guess) at each frame, as compute() draws them: slot i from frame
-    // open[i] through frame commit[i] (a filler no later than its block's last frame)
     // a filler is drawn while its block is open: through frame close[i] (its block's last forward
     // is close[i]; frame close[i] + 1 shows the block closed, the filler dropped, as the decoder
     // drops it). In a streamed snapshot the last recorded forward may not end the block: kept.
@@ -90,15 +77,6 @@ export class TraceModel {
       if (!this.filler[i] || this.close[i] < 0) continue;
       this.fillerEnd[i] = this.partial && this.close[i] >= this.N - 1 ? this.N + 1 : this.close[i];
     }
-    const diff = new Int32Array(this.N + 2);
-    for (let i = 0; i < this.n; i++) {
-      const a = Math.max(0, this.open[i]);
-      let b = this.commit[i] >= 0 ? this.commit[i] + 1 : this.N + 1;
-      if (this.filler[i]) b = Math.min(b, this.fillerEnd[i] + 1);
-      if (a < Math.min(b, this.N + 1)) { diff[a]++; diff[Math.min(b, this.N + 1)]--; }
-    }
-    this.maskedAt = new Int32Array(this.N + 1);
-    for (let s = 0, acc = 0; s <= this.N; s++) { acc += diff[s]; this.maskedAt[s] = acc; }
   }
   decodingOrder() {
     // per committed token (fillers excluded): its position in its block and the denoising step of
@@ -170,7 +148,9 @@ export class TraceModel {
       if (this.filler[i] && s > this.fillerEnd[i] && (!keepFiller || ci < 0)) st[i] = HIDDEN;
       else if (ci >= 0 && ci < last) st[i] = DONE;
       else if (ci >= 0 && ci === last) st[i] = NOW;
-      else if (o[i] <= s) st[i] = MASKED;
+      // masked once a forward has seen it (frame s shows forward s - 1), so the cells drawn masked
+      // are the header's "masks left"; frame 0 draws the first blocks about to be denoised
+      else if (o[i] < s || (s === 0 && o[i] === 0)) st[i] = MASKED;
       else st[i] = UNREACHED;
     }
     if (last >= 0) {

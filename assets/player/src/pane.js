@@ -89,13 +89,9 @@ export class Pane {
     const occl = m.occluded;
     // draft and verify: the verdict this forward gave a position (-1: none, or not such a trace)
     const spec = m.speculative, va = spec ? m.verdictAt : null;
-    // the header counts what is drawn: cells shown masked (or as a guess) and cells committed now
-    let nMasked = 0, nNow = 0;
     for (let i = 0; i < m.n; i++) {
       let state = st[i];
       const e = ea[i];
-      if (state === MASKED || state === GHOST || state === DRAFT || state === DISCARDED) nMasked++;
-      else if (state === NOW) nNow++;
       let cand = -1, conf = 0;
       if (state === GHOST || state === DRAFT) {
         if (ghosts) { cand = m.ecand[e]; conf = m.econf[e]; } else state = MASKED;
@@ -189,7 +185,7 @@ export class Pane {
       }
     });
     if (this.stages) this.renderStages(s);
-    this.renderHeader(s, active.size, nMasked, nNow);
+    this.renderHeader(s);
     // a focused token that scrubbing hid (not reached yet): keep the focus in the text box
     const fi = this.focusI;
     if (fi >= 0 && (st[fi] === UNREACHED || st[fi] === HIDDEN) && document.activeElement === this.spans[fi]) {
