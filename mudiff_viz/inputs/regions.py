@@ -89,8 +89,8 @@ def stem_lengths(ink: np.ndarray) -> np.ndarray:
 
 
 def is_one_line(ink: np.ndarray, share: float = 0.5) -> bool:
-    """A block of ink (trimmed to it, no white row across it) is one line when its letters' stems
-    span at least ``share`` of its height: large type. Lines of small type touching one another
+    """A block of ink (trimmed to it, no white row across it) is one line when a quarter of its ink
+    or more lies in stems at least ``share`` of its height: large type. Lines of small type touching one another
     have stems of one line's x-height or ascender, a third of the block's height or less."""
     stems = stem_lengths(ink)[ink]
     return stems.size > 0 and float(np.percentile(stems, 75)) >= share * ink.shape[0]
