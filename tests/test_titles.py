@@ -22,7 +22,7 @@ TITLE = "Shared MIME-info Database"
 
 
 def titled_page(size: float) -> Page:
-    """A held-out page at 150 dpi: the title in ``size``-point Helvetica Bold over eight lines of
+    """A held-out page at 150 dpi: the title in ``size``-point Helvetica Bold over seven lines of
     11-point body text (test-split text, never trained on)."""
     pars = [p for d in synth.documents("test")[1:4] for p in d.paragraphs][:3]
     style = synth.PageStyle(font="helvetica", size=11.0, margin=64, heading=True, heading_size=size)
