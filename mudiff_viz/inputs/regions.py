@@ -6,7 +6,8 @@ This is the one place regions are found; a backend says which unit it reads
 Pixel segmentation is a recursive XY-cut on projection profiles: at each node split at the widest
 white gap, preferring a vertical gutter (columns) when it is wider than the horizontal gaps, so
 reading order comes out as columns top to bottom, left to right. Leaves are lines; a leaf much
-taller than the typical line is split at its faintest row (touching lines).
+taller than the typical line is split at its faintest row (touching lines), unless its letters'
+stems span most of its height: then it is one line of large type (a title), read whole.
 
 Lines group into text blocks (:func:`group_blocks`) the way a layout model's text blocks hold
 them: consecutive lines of one column with no paragraph gap between them.
@@ -76,6 +77,25 @@ def _gaps(profile: np.ndarray, tolerance: int) -> list[tuple[int, int]]:
     return [(s, e) for s, e in _runs(white) if s > 0 and e < len(profile)]
 
 
+def stem_lengths(ink: np.ndarray) -> np.ndarray:
+    """Each ink pixel's vertical run of ink (0 on paper): the stems of the letters it belongs to.
+    Stems scale with the type size, and do not cross the white between lines."""
+    h = ink.shape[0]
+    rows = np.arange(h)[:, None]
+    above = rows - np.maximum.accumulate(np.where(ink, -1, rows), axis=0)  # run so far, from the top
+    flipped = ink[::-1]
+    below = (rows - np.maximum.accumulate(np.where(flipped, -1, rows), axis=0))[::-1]
+    return np.where(ink, above + below - 1, 0)
+
+
+def is_one_line(ink: np.ndarray, share: float = 0.5) -> bool:
+    """A block of ink (trimmed to it, no white row across it) is one line when a quarter of its ink
+    or more lies in stems at least ``share`` of its height: large type. Lines of small type touching one another
+    have stems of one line's x-height or ascender, a third of the block's height or less."""
+    stems = stem_lengths(ink)[ink]
+    return stems.size > 0 and float(np.percentile(stems, 75)) >= share * ink.shape[0]
+
+
 def segment_lines(gray: np.ndarray, min_height: int = 6) -> list[Box]:
     """Text line boxes (page pixels) in reading order, from a greyscale page."""
     ink = ink_mask(gray)
@@ -98,8 +118,11 @@ def segment_lines(gray: np.ndarray, min_height: int = 6) -> list[Box]:
         y0, y1, x0, x1 = y0 + ys[0], y0 + ys[-1] + 1, x0 + xs[0], x0 + xs[-1] + 1
         sub = ink[y0:y1, x0:x1]
         hgaps = _gaps(sub.sum(1), tol)
-        # a single line splits only at very wide gaps (faint glyphs can open gaps between words)
-        min_v = gutter_min if y1 - y0 > 1.6 * line_h else 3 * line_h
+        tall = y1 - y0 > 1.6 * line_h
+        big_line = tall and not hgaps and is_one_line(sub)  # a line of large type: a title
+        # a single line splits only at very wide gaps (faint glyphs can open gaps between words;
+        # a title's word spaces grow with its type, a third of its height)
+        min_v = max(3 * line_h, 1.5 * (y1 - y0)) if big_line else gutter_min if tall else 3 * line_h
         vgaps = [g for g in _gaps(sub.sum(0), tol) if g[1] - g[0] >= min_v]
         widest_h = max((e - s for s, e in hgaps), default=0)
         widest_v = max((e - s for s, e in vgaps), default=0)
@@ -113,7 +136,7 @@ def segment_lines(gray: np.ndarray, min_height: int = 6) -> list[Box]:
             cuts = [y0] + [y0 + (s + e) // 2 for s, e in hgaps] + [y1]
             for a, b in zip(cuts, cuts[1:]):
                 visit(a, b, x0, x1, depth + 1)
-        elif y1 - y0 > 1.7 * line_h and y1 - y0 >= 2 * min_height:
+        elif y1 - y0 > 1.7 * line_h and y1 - y0 >= 2 * min_height and not big_line:
             prof = sub.sum(1)
             lo, hi = int(0.3 * line_h), len(prof) - int(0.3 * line_h)
             cut = y0 + lo + int(np.argmin(prof[lo:hi])) if hi > lo else (y0 + y1) // 2

@@ -127,6 +127,7 @@ class PageStyle:
     paper: str = "letter"
     heading: bool = True
     leading: float = 1.25  # line height as a multiple of the font size
+    heading_size: float | None = None  # the heading's points (None: the body's + 4); a title of large type
 
     @staticmethod
     def random(rng: random.Random, fonts=tuple(FONTS), sizes=(9.0, 14.0)) -> "PageStyle":
@@ -196,7 +197,7 @@ def make_page(
     laid: list[str] = []
     y = style.margin + style.size
     if heading:
-        hsize = style.size + 4
+        hsize = style.heading_size or style.size + 4
         for hline in wrap(heading.split(), pw - 2 * style.margin, measure_with(bold, hsize))[:2]:
             page.insert_text((style.margin, y), hline, fontname=bold, fontsize=hsize)
             laid.append(hline)
