@@ -208,7 +208,8 @@ def series(trace: Trace) -> dict:
     - ``committed``: positions committed by forward k (filler included: the model did commit them)
     - ``kept``: tokens of the final text (stop tokens included) committed by forward k
     - ``conf_min`` / ``conf_mean``: confidence of the model's guesses over the positions that were
-      masked before forward k (what the threshold is compared with)
+      masked before forward k (what the threshold is compared with); None throughout for a trace
+      imported from the release (``params.imported_from``: it has no confidences)
     - ``block``: block index of forward k (lowest, when regions are at different blocks)
     - ``step`` / ``steps``: forward k is denoising step ``step`` (1-based) of a block that took
       ``steps`` forwards
@@ -228,13 +229,14 @@ def series(trace: Trace) -> dict:
     last: dict[tuple[int, int], int] = {}
     # filler: after a region's stop token, up to what it generated (a snapshot's positions past that are pending, drawn)
     filler = [(len(r.tokens), r.n_generated) for r in trace.regions]
+    guessed = not trace.params.get("imported_from")  # an imported trace has commits only, no confidences
     for s in trace.steps:
         k = s.forward
         masks_left[k] += len(s.positions) - sum(s.committed)
         committed[k] += sum(s.committed)
         regions[k] += 1
         forced[k] += s.forced
-        if s.confidences:
+        if s.confidences and guessed:
             lo = min(s.confidences)
             conf_min[k] = lo if conf_min[k] is None else min(conf_min[k], lo)
             sums[k] += sum(s.confidences)
