@@ -136,7 +136,7 @@ def check_output(out: ReleaseOutput, vocab_size: int, limits: Limits) -> None:
         raise UserInputError(f"step_map has {m} positions, past the limit of {limits.max_new_tokens} (MUDIFF_MAX_NEW_TOKENS)")
     if m < n:
         raise UserInputError(f"step_map has {m} entries but tokens has {n}: every token needs its step")
-    if m > n and (m % L or m - n > 2 * L):
+    if m > n and (m % L or m - n > L):
         raise UserInputError(f"step_map has {m} entries and tokens {n}: the release cuts step_map at the end of "
                              f"the block holding the stop token (block length {L})")
     if out.step_time is not None and len(out.step_time) != m:
