@@ -54,6 +54,8 @@ def test_the_card_of_an_imported_token_shows_its_commit_and_no_confidence(browse
     done = sum(1 for p, s in enumerate(step_map[:trace.n_tokens]) if s <= n // 2)
     assert pg.locator("#player .mp-text .token.st-done, #player .mp-text .token.st-now").count() == done
     assert pg.locator("#player .mp-text .st-ghost").count() == 0
+    assert pg.locator("#player .mp-text .token.low").count() == 0  # no confidence, so none marked low
+    assert pg.eval_on_selector("#player .mp-colour", "el => Array.from(el.options).map((o) => o.value)") == ["commit"]
     pg.eval_on_selector("#player .mp-scrub", scrub, n)
     token = pg.locator("#player .mp-text .token.st-done").nth(2)
     i = int(token.get_attribute("data-i"))
