@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from PIL import Image, ImageDraw
 
 import mudiff_viz as mv
@@ -46,18 +48,19 @@ def kit(tmp_path_factory):
     return {"dir": d, "ckpt": d / "ckpt", "page": d / "page.png", "ids": ids, "tok": tok}
 
 
-def release_generate(answer: list[int], stop: int, filler: int, seed: int = 0, idle_after: tuple[int, ...] = ()):
+def release_generate(answer: list[int], stop: int, filler: int, seed: int = 0, idle_after: tuple[int, ...] = (),
+                     block: int = L):
     """What the release's generate returns for one row: the answer cut before the stop token,
     ``step_map`` (1-based global forward of each commit) and ``step_time`` up to the end of the
     stop token's block. ``idle_after``: blocks after which the row sat through one more forward
     that committed nothing of it (another row of the batch still had masks)."""
     seq = answer + [stop]
-    seq += [filler] * (-len(seq) % L)
+    seq += [filler] * (-len(seq) % block)
     rng = random.Random(seed)
     step_map = [0] * len(seq)
     g = 0
-    for b in range(len(seq) // L):
-        left = list(range(b * L, (b + 1) * L))
+    for b in range(len(seq) // block):
+        left = list(range(b * block, (b + 1) * block))
         rng.shuffle(left)
         while left:
             g += 1
@@ -201,3 +204,22 @@ def test_cli_bad_input_exits_2_in_one_line(kit, tmp_path):
     res = run_cli("import-release", str(src), "--page", str(kit["page"]), "--tokenizer", str(tmp_path),
                   "--out", str(tmp_path / "t.json"))
     assert res.returncode == 2 and "tokenizer" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 40), seed=st.integers(0, 10 ** 6), idle=st.sets(st.integers(0, 10), max_size=3),
+       block=st.sampled_from([1, 2, 4, 8]))
+def test_any_release_shaped_output_imports_to_a_valid_trace(kit, n, seed, idle, block):
+    """Any answer length, commit order, block length and idle forwards: the trace loads, its clock is the
+    release's forward count, and each token is committed at its step_map forward."""
+    rng = random.Random(seed)
+    answer = [rng.randrange(20, 300) for _ in range(n)]
+    tokens, step_map, step_time = release_generate(answer, kit["ids"]["<|im_end|>"], kit["ids"]["<|endoftext|>"],
+                                                   seed=seed, idle_after=tuple(idle), block=block)
+    trace = release_trace(release_output({"tokens": tokens, "step_map": step_map, "step_time": step_time,
+                                          "block_length": block}), load_tokenizer(kit["ckpt"]), load_page(kit["page"]))
+    again = Trace.loads(trace.to_json())
+    assert again.clock_length == max(step_map) == len(again.steps)
+    assert [t.commit_forward + 1 for t in again.regions[0].tokens] == step_map[:n]
+    assert again.metrics.commit_passes == len(step_map) // block
+    assert player_payload(again)["clock"]["n"] == max(step_map)
