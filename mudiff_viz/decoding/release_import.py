@@ -1,4 +1,6 @@
-"""The MinerU-Diffusion release's own output as a Trace that plays (docs/real-models.md#playing-the-releases-own-output).
+"""The MinerU-Diffusion release's own output as a Trace that plays.
+
+See docs/real-models.md#playing-the-releases-own-output.
 
 The release's ``generate`` returns the answer's token ids, a ``step_map`` (per position, the
 1-based denoising forward that committed it, counted across blocks) and a ``step_time`` (seconds
@@ -133,7 +135,8 @@ def check_output(out: ReleaseOutput, vocab_size: int, limits: Limits) -> None:
     if m == 0:
         raise UserInputError("the release output has no tokens: step_map is empty")
     if m > limits.max_new_tokens:
-        raise UserInputError(f"step_map has {m} positions, past the limit of {limits.max_new_tokens} (MUDIFF_MAX_NEW_TOKENS)")
+        raise UserInputError(f"step_map has {m} positions, past the limit of {limits.max_new_tokens} "
+                             "(MUDIFF_MAX_NEW_TOKENS)")
     if m < n:
         raise UserInputError(f"step_map has {m} entries but tokens has {n}: every token needs its step")
     if m > n and (m % L or m - n > L):
