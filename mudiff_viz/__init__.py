@@ -26,6 +26,7 @@ _EXPORTS = {
     "shuffle": "mudiff_viz.notebook.api",
     "load_trace": "mudiff_viz.notebook.api",
     "models": "mudiff_viz.notebook.api",
+    "from_release": "mudiff_viz.notebook.release",
     "Comparison": "mudiff_viz.notebook.comparisons",
     "ShuffleComparison": "mudiff_viz.notebook.comparisons",
     "open_store": "mudiff_viz.notebook.store",

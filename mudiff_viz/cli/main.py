@@ -10,11 +10,11 @@ import argparse
 import os
 import sys
 
-from mudiff_viz.cli import bench, corpus, decode, loadtest, shuffle
+from mudiff_viz.cli import bench, corpus, decode, loadtest, release, shuffle
 from mudiff_viz.cli.common import EXIT_INPUT, EXIT_INTERNAL, EXIT_MODEL, OneLineParser
 from mudiff_viz.core.errors import ModelLoadError, UserInputError
 
-COMMANDS = (decode, shuffle, bench, corpus, loadtest)
+COMMANDS = (decode, shuffle, bench, corpus, loadtest, release)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -221,9 +221,10 @@ def series(trace: Trace, partial: bool = False) -> dict:
       text (stop tokens and a snapshot's pending tokens included) and positions after its end
     - ``regions``: regions decoded by forward k; ``block`` (lowest), ``step`` / ``steps``: forward k
       is denoising step ``step`` (1-based) of a block that took ``steps`` forwards
-    - ``forced``: positions force-committed at the step limit
+    - ``forced: positions force-committed at the step limit
     - ``above``: guesses above the confidence threshold (diffusion with a threshold), fillers included
-    - ``conf_min`` / ``conf_mean``: confidence of the guesses over the positions masked before forward k
+    - ``conf_min`` / ``conf_mean``: confidence of the guesses over the positions masked before forward k;
+      None throughout for a trace imported from the release (``params.imported_from``: no confidences)
     - draft and verify only: ``verified`` (= ``accepted`` + ``rejected`` + ``discarded``), ``bonus``,
       ``drafted`` per forward
     """
@@ -233,9 +234,10 @@ def series(trace: Trace, partial: bool = False) -> dict:
     conf_min, conf_mean = [None] * n, [None] * n
     sums, counts, above = [0.0] * n, [0] * n, [0] * n
     threshold = None if trace.is_autoregressive else trace.params.get("threshold")
+    guessed = not trace.params.get("imported_from")  # an imported trace has commits only, no confidences
     for s in trace.steps:
         k = s.forward
-        if s.confidences:
+        if s.confidences and guessed:
             lo = min(s.confidences)
             conf_min[k] = lo if conf_min[k] is None else min(conf_min[k], lo)
             sums[k] += sum(s.confidences)

@@ -68,11 +68,18 @@ export class TokenCard {
     }
     const status = el("div", "mp-d-status");
     status.appendChild(el("strong", "", STATE_NAMES[(state === GHOST || state === DRAFT) && !this.opts.ghosts ? MASKED : state]));
-    if (c >= 0) status.appendChild(el("span", "", ` · committed at forward ${c + 1} (t = ${fmtS(m.time[c])}) with confidence ${pct(m.filler[i] ? (e >= 0 ? m.econf[e] : 0) : m.conf[i])}`));
+    // a trace imported from the release's generate knows each commit's forward and time, no confidences
+    const imported = p.params && p.params.imported_from;
+    const withConf = imported ? "" : ` with confidence ${pct(m.filler[i] ? (e >= 0 ? m.econf[e] : 0) : m.conf[i])}`;
+    if (c >= 0) status.appendChild(el("span", "", ` · committed at forward ${c + 1} (t = ${fmtS(m.time[c])})${withConf}`));
     else status.appendChild(el("span", "", " · never committed (decode stopped)"));
     if (m.speculative && m.finalVerdict[i] >= 0) status.appendChild(el("span", "mp-d-verdict", " · " + FINAL_VERDICT[m.finalVerdict[i]]));
     box.appendChild(status);
     if (m.occluded[i]) box.appendChild(el("div", "mp-d-occ", "This word was blanked on the page (occlusion probe): the model had only the context to go on."));
+    if (imported) {
+      box.appendChild(el("div", "mp-d-label", `Imported from the ${imported}: it keeps when each token was committed, not the guesses, confidences or top-5.`));
+      return;
+    }
     // top-5 at the current step, else at commit
     let te = e, label = `Top-5 at forward ${s} (this step)`;
     const hist = m.history(i);

@@ -131,10 +131,12 @@ export class Controls {
     return box;
   }
   updateColourModes() {
-    const modes = [["confidence", "confidence"], ["commit", "commit step"]];
+    // a trace imported from the release's generate has no confidences: colour by commit step
+    const imported = this.models.every((m) => m.p.params && m.p.params.imported_from);
+    const modes = imported ? [["commit", "commit step"]] : [["confidence", "confidence"], ["commit", "commit step"]];
     if (this.models.some((m) => (m.p.slots.correct || []).some((c) => c >= 0))) modes.push(["correct", "right vs ground truth"]);
     if (this.models.some((m) => m.speculative)) modes.push(["verdict", "draft verdict"]);
-    if (!modes.some(([v]) => v === this.opts.colourBy)) this.opts.colourBy = "confidence";
+    if (!modes.some(([v]) => v === this.opts.colourBy)) this.opts.colourBy = modes[0][0];
     const sel = this.colourSel;
     const have = Array.from(sel.options).map((o) => o.value).join();
     if (have !== modes.map(([v]) => v).join()) {

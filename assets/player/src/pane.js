@@ -85,7 +85,8 @@ export class Pane {
     const st = m.state, ea = m.entryAt;
     const colourBy = opts.colourBy, ramp = RAMPS[colourBy] || RAMPS.confidence;
     const correct = p.slots.correct;
-    const N = Math.max(1, m.N - 1), under = opts.underline, ghosts = opts.ghosts;
+    // an imported release output has no confidences: nothing is underlined as low-confidence
+    const N = Math.max(1, m.N - 1), under = p.params && p.params.imported_from ? -1 : opts.underline, ghosts = opts.ghosts;
     const occl = m.occluded;
     // draft and verify: the verdict this forward gave a position (-1: none, or not such a trace)
     const spec = m.speculative, va = spec ? m.verdictAt : null;
