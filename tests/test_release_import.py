@@ -34,10 +34,8 @@ ANSWER = "Text Recognition: a helpful assistant. Table Recognition: Formula Reco
 L = 4
 
 
-@pytest.fixture(scope="module")
-def kit(tmp_path_factory):
-    """A tokenizer folder, a page image and the tokenizer itself."""
-    d = tmp_path_factory.mktemp("release")
+def make_kit(d: Path) -> dict:
+    """A tokenizer folder, a page image and the tokenizer itself, under ``d``."""
     ids = write_standin_tokenizer(d / "ckpt")
     img = Image.new("RGB", (420, 160), "white")
     ImageDraw.Draw(img).text((10, 60), ANSWER[:40], fill="black")
@@ -46,6 +44,11 @@ def kit(tmp_path_factory):
 
     tok = Tokenizer.from_file(str(d / "ckpt" / "tokenizer.json"))
     return {"dir": d, "ckpt": d / "ckpt", "page": d / "page.png", "ids": ids, "tok": tok}
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory):
+    return make_kit(tmp_path_factory.mktemp("release"))
 
 
 def release_generate(answer: list[int], stop: int, filler: int, seed: int = 0, idle_after: tuple[int, ...] = (),

@@ -7,7 +7,7 @@ runs over the release's forwards, and the text arrives as ``step_map`` says.
 from __future__ import annotations
 
 import pytest
-from PIL import Image, ImageDraw
+from PIL import Image
 
 from tests.ui_support import require_chromium
 
@@ -17,21 +17,15 @@ require_chromium()
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory):
     import mudiff_viz as mv
-    from models.mineru_common.standin import write_standin_tokenizer
-    from tests.test_release_import import ANSWER, L, release_generate
+    from tests.test_release_import import ANSWER, L, make_kit, release_generate
 
-    d = tmp_path_factory.mktemp("release_browser")
-    ids = write_standin_tokenizer(d / "ckpt")
-    img = Image.new("RGB", (420, 160), "white")
-    ImageDraw.Draw(img).text((10, 60), ANSWER[:40], fill="black")
-    img.save(d / "page.png")
-    from tokenizers import Tokenizer
-
-    answer = Tokenizer.from_file(str(d / "ckpt" / "tokenizer.json")).encode(ANSWER, add_special_tokens=False).ids
+    kit = make_kit(tmp_path_factory.mktemp("release_browser"))
+    ids = kit["ids"]
+    answer = kit["tok"].encode(ANSWER, add_special_tokens=False).ids
     tokens, step_map, step_time = release_generate(answer, ids["<|im_end|>"], ids["<|endoftext|>"], seed=5)
-    trace = mv.from_release(tokens, step_map, step_time=step_time, image=d / "page.png", tokenizer=d / "ckpt",
+    trace = mv.from_release(tokens, step_map, step_time=step_time, image=kit["page"], tokenizer=kit["ckpt"],
                             block_length=L)
-    return trace, img, step_map
+    return trace, Image.open(kit["page"]), step_map
 
 
 def test_the_card_of_an_imported_token_shows_its_commit_and_no_confidence(browser, tmp_path, imported):

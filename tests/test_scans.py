@@ -39,20 +39,25 @@ def test_the_skew_of_a_photographed_page_is_found_within_a_tenth_of_a_degree(hel
     assert estimate_skew(_gray(photographed(held_out, angle, seed=1))) == pytest.approx(angle, abs=0.1)
 
 
+def assert_lines_found(scan, page) -> None:
+    """Pixel segmentation of the straightened ``scan`` finds each text-layer line of ``page`` once, in place."""
+    boxes = segment_lines(np.asarray(scan.image.convert("L")))
+    dx, dy = (scan.width - page.width) / 2, (scan.height - page.height) / 2
+    truth = [(b[0] + dx, b[1] + dy, b[2] + dx, b[3] + dy) for b in (ln.bbox for ln in page.lines)]
+    assert len(boxes) == len(truth)
+    for got, want in zip(boxes, truth):
+        h = want[3] - want[1]
+        assert abs((got[1] + got[3]) / 2 - (want[1] + want[3]) / 2) < h / 2
+        assert abs(got[0] - want[0]) < h and abs(got[2] - want[2]) < 1.5 * h
+
+
 def test_lines_are_found_on_a_harsh_photo_as_on_the_text_layer(held_out):
     """Strong noise, blur, a deep lighting gradient and heavy JPEG, tilted 3 degrees: after
     straightening, pixel segmentation finds each text-layer line once (no specks of noise taken
     for lines, no line boxes stretched across empty paper)."""
     scan = straighten(load_page(photographed(held_out, 3.0, blur=1.2, noise=15, light=0.5, quality=40)))
     assert scan.skew.angle == pytest.approx(3.0, abs=0.1)
-    boxes = segment_lines(np.asarray(scan.image.convert("L")))
-    dx, dy = (scan.width - held_out.width) / 2, (scan.height - held_out.height) / 2
-    truth = [(b[0] + dx, b[1] + dy, b[2] + dx, b[3] + dy) for b in (ln.bbox for ln in held_out.lines)]
-    assert len(boxes) == len(truth)
-    for got, want in zip(boxes, truth):
-        h = want[3] - want[1]
-        assert abs((got[1] + got[3]) / 2 - (want[1] + want[3]) / 2) < h / 2
-        assert abs(got[0] - want[0]) < h and abs(got[2] - want[2]) < 1.5 * h
+    assert_lines_found(scan, held_out)
 
 
 def test_straightened_boxes_map_back_onto_the_upload():

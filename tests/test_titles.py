@@ -15,8 +15,9 @@ from mudiff_viz.inputs import synth
 from mudiff_viz.inputs.page import Page
 from mudiff_viz.inputs.pages import load_page
 from mudiff_viz.inputs.photo import photographed
-from mudiff_viz.inputs.regions import ink_mask, is_one_line, segment_lines
+from mudiff_viz.inputs.regions import ink_mask, is_one_line
 from mudiff_viz.inputs.scan import straighten
+from tests.test_scans import assert_lines_found
 
 TITLE = "Shared MIME-info Database"
 
@@ -54,15 +55,7 @@ def test_a_title_line_is_one_region(size, font, title, photo):
     """Each text-layer line, the title's included (capitals only; wrapped onto two lines), is found
     once, where it is."""
     page = titled_page(size, font, title)
-    scan = straighten(load_page(upload(page, photo)))
-    boxes = segment_lines(np.asarray(scan.image.convert("L")))
-    dx, dy = (scan.width - page.width) / 2, (scan.height - page.height) / 2
-    truth = [(b[0] + dx, b[1] + dy, b[2] + dx, b[3] + dy) for b in (ln.bbox for ln in page.lines)]
-    assert len(boxes) == len(truth)
-    for got, want in zip(boxes, truth):
-        h = want[3] - want[1]
-        assert abs((got[1] + got[3]) / 2 - (want[1] + want[3]) / 2) < h / 2
-        assert abs(got[0] - want[0]) < h and abs(got[2] - want[2]) < 1.5 * h
+    assert_lines_found(straighten(load_page(upload(page, photo))), page)
 
 
 def test_large_type_is_one_line_and_touching_small_lines_are_not(page28):
