@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from rapidfuzz.distance import Levenshtein
 
+from mudiff_viz.core.counts import trace_counts
+
 CONFIDENT = 0.9  # a wrong token above this confidence is "confidently wrong"
 
 
@@ -25,11 +27,8 @@ def tokens_per_forward(trace) -> float:
 
 
 def steps_per_block(trace) -> list[int]:
-    """Denoising forwards each (region, block) took."""
-    counts: dict[tuple[int, int], int] = {}
-    for s in trace.steps:
-        counts[(s.region, s.block)] = counts.get((s.region, s.block), 0) + 1
-    return list(counts.values())
+    """Denoising forwards each (region, block) took (core/counts.py: the player's count)."""
+    return list(trace_counts(trace).steps_per_block.values())
 
 
 def block_first_forwards(trace) -> dict[tuple[int, int], int]:

@@ -30,12 +30,13 @@ README_LESSONS = (
 )
 
 APP_DRAFTS = (
-    "Lesson 8's draft counts, as the line above its player gives them (the subword pair's own draft\n"
-    "length, {drafts[1].draft_length}, and the draft floor on both decoders): speculative {drafts[1].drafted} "
-    "drafts, {drafts[1].accepted} accepted,\n{drafts[1].rejected} rejected (the AR twin's token instead), "
-    "{drafts[1].discarded} discarded after a rejection, {drafts[1].tokens_per_verify:.2f} tokens\nper verify "
-    "forward; self-speculative {drafts[2].drafted} drafts, {drafts[2].accepted} accepted, {drafts[2].rejected} "
-    "rejected, {drafts[2].discarded}\ndiscarded. Its speculative pane's tokens equal the AR pane's exactly (a test)."
+    "Lesson 8's draft counts, as the line above its player gives them. Both decoders draft\n"
+    "{drafts[1].draft_length} tokens, the subword pair's own length, above the draft floor.\n"
+    "Speculative: {drafts[1].drafted} drafts, {drafts[1].accepted} accepted, {drafts[1].rejected} rejected "
+    "(the AR twin's token instead), {drafts[1].discarded} discarded\nafter a rejection; "
+    "{drafts[1].tokens_per_verify:.2f} tokens per verify forward.\n"
+    "Self-speculative: {drafts[2].drafted} drafts, {drafts[2].accepted} accepted, {drafts[2].rejected} rejected, "
+    "{drafts[2].discarded} discarded.\nIts speculative pane's tokens equal the AR pane's exactly (a test)."
 )
 
 

@@ -14,8 +14,9 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
+from mudiff_viz.core.counts import trace_counts
 from mudiff_viz.core.metrics import first_step_share, mean_steps_per_block, order_correlation, steps_per_block
-from mudiff_viz.core.trace import REJECTED, Trace
+from mudiff_viz.core.trace import Trace
 
 PAIR_NAMES = {"nano": "character pair", "nano-subword": "subword pair"}  # the embedded pairs by spec
 SAMPLING = {0.0: "greedy"}  # temperature 0 is argmax: said as a word, never as a raw 0
@@ -95,7 +96,8 @@ def run_figures(trace: Trace) -> RunFigures:
     first = min((s.forward for s in trace.steps), default=0)
     temperature = float(p.get("temperature", 0.0))
     bl, steps = p.get("block_length"), p.get("steps")
-    rejected = sum(v == REJECTED for s in trace.steps for v in (s.verdicts or ())) if trace.is_speculative else None
+    c = trace_counts(trace)  # the drafts as the player's header and charts count them: from the records
+    verdicts = trace.is_speculative
     return RunFigures(
         spec=trace.model.spec, model=trace.model.name, params_m=trace.model.params_m,
         verifier=trace.verifier.name if trace.verifier is not None else None,
@@ -118,8 +120,9 @@ def run_figures(trace: Trace) -> RunFigures:
         tokens_per_forward=m.tokens_per_forward,
         order=order_correlation(trace),
         cer=100 * m.cer if m.get("cer") is not None else None,
-        drafted=m.get("drafted"), accepted=m.get("accepted"),
-        rejected=rejected, discarded=m.drafted - m.accepted - rejected if rejected is not None else None,
+        drafted=c.drafts_verified if verdicts else None, accepted=c.drafts_accepted if verdicts else None,
+        rejected=sum(c.per_forward.rejected) if verdicts else None,
+        discarded=sum(c.per_forward.discarded) if verdicts else None,
         tokens_per_verify=trace.n_tokens / m.verify_forwards if m.get("verify_forwards") else None,
     )
 
