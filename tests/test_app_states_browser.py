@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.ui_support import launched_app, make_tiny_twins, require_chromium, run_and_wait, upload, SAMPLE
+from tests.ui_support import SAMPLE, launched_app, make_tiny_twins, open_advanced, require_chromium, run_and_wait, upload
 
 require_chromium()
 
@@ -32,6 +32,8 @@ def visible_error_pills(pg, root: str) -> int:
 
 
 def set_number(pg, elem_id: str, value) -> None:
+    if elem_id.startswith("decode-"):
+        open_advanced(pg)  # the Decode tab folds its knobs away
     box = pg.locator(f"#{elem_id} input[type=number]")
     box.fill(str(value))
     box.press("Tab")
@@ -94,6 +96,23 @@ def test_a_run_click_during_a_decode_meets_stop(page):
     page.wait_for_function("() => document.querySelector('#decode-status').innerText.startsWith('AR')", timeout=10_000)
     page.wait_for_selector("#decode-run", state="visible", timeout=10_000)  # Run is back once the decode ends
     assert not page.locator("#decode-stop").is_visible()
+
+
+def test_a_comparison_can_be_stopped_and_its_run_click_is_never_dropped(page):
+    """Compare had no Stop: a second click on Run while its decodes ran was dropped without a word."""
+    page.get_by_role("tab", name="Compare AR vs diffusion").click()
+    set_number(page, "compare-max-new-tokens", 4096)
+    page.click("#compare-run")
+    page.wait_for_selector("#compare-stop", state="visible", timeout=30_000)
+    assert not page.locator("#compare-run").is_visible()
+    page.wait_for_function("() => { const m = document.querySelector('#compare-player .mp-mount');"
+                           " return !!m && m.dataset.partial === '1' && !!m.querySelector('.token'); }", timeout=60_000)
+    page.click("#compare-stop")
+    page.wait_for_function("() => document.querySelector('#compare-status').innerText.includes('Decode stopped')",
+                           timeout=30_000)
+    assert "Run AR, diffusion and draft-and-verify" in page.inner_text("#compare-status")
+    page.wait_for_selector("#compare-run", state="visible", timeout=10_000)
+    assert not page.locator("#compare-stop").is_visible()
 
 
 def test_a_new_file_clears_the_last_failure(page, tmp_path):

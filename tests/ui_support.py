@@ -218,8 +218,9 @@ def region_view(pg) -> dict:
 
 def open_advanced(pg, prefix: str = "decode") -> None:
     """Open the tab's Advanced settings (its knobs and page perturbations fold away there)."""
-    knob = pg.locator(f"#{prefix}-block-length")
-    if knob.count() and knob.first.is_visible():
+    label = pg.locator(f"#{prefix}-advanced .label-wrap").first
+    if "open" in (label.get_attribute("class") or "").split():
         return
-    pg.locator(f"#{prefix}-advanced .label-wrap").first.click()
-    pg.locator(f"#{prefix}-temperature").first.wait_for(state="visible", timeout=10_000)
+    label.click()
+    pg.wait_for_function("(sel) => document.querySelector(sel).classList.contains('open')",
+                         arg=f"#{prefix}-advanced .label-wrap", timeout=10_000)

@@ -87,14 +87,18 @@ def check_compare(file, page_number, spec_diffusion, spec_ar, third, knobs: dict
     precheck.check_page_and_models(file, page_number, {decoder: spec for decoder, spec, _ in plan}, probes)
 
 
+RUN_LABEL = "Run AR, diffusion and draft-and-verify"
+
+
 @user_errors
 @results.shows_failure(results.COMPARE_OUTPUTS)
 def run_compare(file, page_number, spec_diffusion, spec_ar, third, knobs: dict, occlude_words="", occlude_fraction=0.0,
                 degrade_dpi=150, blur=0.0, noise=0.0, jpeg=0, rotate=0.0, probe_seed=0, rounds=ROUNDS,
-                progress=gr.Progress()):
+                progress=gr.Progress(), request: gr.Request = None):
     """AR, diffusion, then the chosen draft-and-verify decoder on one page, in interleaved rounds;
     yields a cleared screen, each decode as it grows beside the round's finished ones, then the last
-    round with the verdict over every round."""
+    round with the verdict over every round (or, after Stop, the stopped screen). ``request``: the
+    browser session its Stop button names."""
     names = results.COMPARE_OUTPUTS
     n_rounds = round_count(rounds)
     plan = compare_plan(spec_diffusion or "nano", spec_ar or "nano", third)
@@ -126,10 +130,11 @@ def run_compare(file, page_number, spec_diffusion, spec_ar, third, knobs: dict, 
             job = (lambda snap, decoder=decoder, spec=spec, own=own, cb=cb:
                    jobs.decode_job(page, spec, decoder, {**knobs, **own}, cb, snap))
             before = "; ".join(f"{decoder_label(t.decoder)} done ({t.n_tokens} tokens)" for t in done_traces)
-            latest = None
-            for finished, trace in jobs.streamed(job, tick_s=jobs.TICK_S):
+            latest, ended = None, False
+            for finished, trace in jobs.streamed(job, tick_s=jobs.TICK_S, session=getattr(request, "session_hash", None)):
                 if finished:
                     done_traces.append(trace)
+                    ended = True
                     continue
                 shown = trace or latest
                 now = (f"{who}: {results.committed_so_far(shown)} tokens so far" if shown
@@ -142,6 +147,9 @@ def run_compare(file, page_number, spec_diffusion, spec_ar, third, knobs: dict, 
                     live = next(k for k, t in enumerate(panes) if t is trace)
                     frame["player"] = results.compare_panes(panes, image, partial=live, stream=stream)
                 yield results.ordered(frame, names)
+            if not ended:  # Stop ended it (jobs.stop_session): no verdict on a half-run comparison
+                yield results.ordered(results.stopped(names, RUN_LABEL), names)
+                return
         done_rounds.append(in_plan_order(done_traces, plan))
     yield results.ordered(results.compare_result(done_rounds[-1], image, probes, stream=stream, rounds=done_rounds), names)
 
@@ -178,7 +186,9 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
                                label="Rounds (every decoder once per round, interleaved): more rounds, a truer spread")
             perturb = controls.perturb_panel("compare")
             with gr.Row():
-                run = gr.Button("Run AR, diffusion and draft-and-verify", variant="primary", elem_id="compare-run", scale=3)
+                run = gr.Button(RUN_LABEL, variant="primary", elem_id="compare-run", scale=3)
+                # in Run's place while the decodes run: a second Run click would be dropped without a word
+                stop = gr.Button("Stop the comparison", variant="stop", elem_id="compare-stop", scale=3, visible=False)
                 example = gr.Button("Load the bundled example pair (no model)", elem_id="compare-example", scale=2)
     status = gr.Markdown(elem_id="compare-status")
     verdict = gr.Markdown(elem_id="compare-verdict")
@@ -217,6 +227,8 @@ def build(default: str | None, model_choices: list[tuple[str, str]]) -> dict:
                  api_visibility="private")
     check = precheck.check_step(results.COMPARE_OUTPUTS, controls.with_knobs(check_compare, 5, knobs.names()))
     precheck.checked_then(run, check, controls.with_knobs(run_compare, 5, knobs.names()), inputs, outputs, "compare",
+                          stop=stop, stopped=lambda: results.ordered(results.stopped(results.COMPARE_OUTPUTS, RUN_LABEL),
+                                                                     results.COMPARE_OUTPUTS),
                           concurrency_id=MODEL_WORK, concurrency_limit=DECODE_SLOTS, scroll_to_output=True,
                           show_progress="minimal")
     example.click(compare_examples, None, outputs, api_name="compare_examples", scroll_to_output=True,

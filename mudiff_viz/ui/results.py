@@ -74,9 +74,9 @@ def failed(names: tuple[str, ...], reason: str, heading: str = DECODE_FAILED, pl
     return out
 
 
-def stopped(names: tuple[str, ...]) -> dict:
+def stopped(names: tuple[str, ...], run: str = "Run decode") -> dict:
     """Every output emptied after Stop: the run ended before its result, so nothing half-made stays."""
-    return cleared(names, "Decode stopped before it finished: press **Run decode** to start one.",
+    return cleared(names, f"Decode stopped before it finished: press **{run}** to start one.",
                    "Decode stopped before it finished.")
 
 
