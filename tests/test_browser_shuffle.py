@@ -47,7 +47,7 @@ def test_four_panes_render_and_scrub_together(page):
     page.click("#shuffle-run")
     # finished panes play while the others decode; the result is the 2x2 grid
     page.wait_for_selector(f"{PLAYER} .mp-panes.mp-grid .token", timeout=180_000)
-    titles = page.eval_on_selector_all(f"{PLAYER} .mp-pane-title", "els => els.map(e => e.textContent)")
+    titles = page.eval_on_selector_all(f"{PLAYER} .mp-pane-label", "els => els.map(e => e.textContent)")
     assert titles == ["diffusion · original page", "diffusion · shuffled page (level 1)", "AR · original page",
                       "AR · shuffled page (level 1)"]
     assert page.locator(f"{PLAYER} .mp-panes.mp-grid").count() == 1
@@ -93,6 +93,12 @@ def test_error_toast_shows_markup_from_a_trace_as_text(page, tmp_path):
     path.write_text('{"schema_version": "%s"}' % evil.replace('"', '\\"'), encoding="utf-8")
     page.get_by_role("tab", name="Trace viewer").click()
     page.set_input_files("#trace-upload input[type=file]", str(path))
+    # a dropped file's reason stays in the status line, as text
+    page.wait_for_function("() => document.querySelector('#viewer-status').innerText.includes('could not be loaded')",
+                           timeout=30_000)
+    assert evil in page.inner_text("#viewer-status")
+    assert page.locator("#viewer-status img, #viewer-status b").count() == 0
+    page.click("#trace-replay")  # the button raises the same reason as a toast
     toast = page.locator("[data-testid=toast-text]").last
     toast.wait_for(timeout=30_000)
     assert evil in toast.inner_text() and "invalid trace: field 'schema_version'" in toast.inner_text()

@@ -41,10 +41,14 @@ watch('value', () => {
   const kept = player.load(v);
   mark(v);
   // a fresh result below the fold (or scrolled past): bring the player up, keeping the summary line
-  // above it; a streamed frame of the same decode (kept = true) never moves the page
-  if (!kept && v && v.kind === 'mudiff-player') {
-    const top = mount.getBoundingClientRect().top;
-    if (top > 0.55 * window.innerHeight || top < 0) window.scrollBy({top: top - 90, behavior: 'smooth'});
+  // above it; a streamed frame of the same decode (kept = true) never moves the page, its finished
+  // result may (the status above it grew meanwhile)
+  if ((!kept || !v.partial) && v && v.kind === 'mudiff-player') {
+    // measured once the outputs that arrived with it (the status line above) have been laid out
+    setTimeout(() => {
+      const top = mount.getBoundingClientRect().top;
+      if (top > 0.55 * window.innerHeight || top < 0) window.scrollBy({top: top - 90, behavior: 'smooth'});
+    }, 200);
   }
 });
 """

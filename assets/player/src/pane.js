@@ -46,7 +46,7 @@ export class Pane {
     dot.style.background = player.colourOf(index);
     if (p.dash) { dot.classList.add("mp-dot-dash"); dot.style.borderColor = player.colourOf(index); }
     title.appendChild(dot);
-    title.appendChild(el("span", "", p.label || p.decoder));
+    title.appendChild(el("span", "mp-pane-label", p.label || p.decoder));
     // a region stopped at its token limit, not at a stop token (trace metrics.truncated): the text is cut
     const cut = p.metrics && p.metrics.truncated;
     if (cut) title.appendChild(el("span", "mp-cut", `⚠ ${cut}`));
