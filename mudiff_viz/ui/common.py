@@ -134,3 +134,15 @@ def write_text(text: str, outdir: Path, name: str) -> str:
     path = outdir / name
     path.write_text(text, encoding="utf-8")
     return str(path)
+
+
+def whole_count(value, name: str, default: int, most: int) -> int:
+    """A count control's value (rounds, seeds) as an int from 1 to ``most``; empty is ``default``; a bad
+    value is one line."""
+    try:
+        n = int(value if value not in (None, "") else default)
+    except (TypeError, ValueError):
+        raise UserInputError(f"{name} must be a whole number from 1 to {most}, got {value!r}") from None
+    if not 1 <= n <= most:
+        raise UserInputError(f"{name} must be from 1 to {most}, got {n}")
+    return n

@@ -14,7 +14,7 @@ from mudiff_viz.probes.apply import probe_spec
 from mudiff_viz.probes.replay import page_for_trace
 from mudiff_viz.ui import controls, jobs, models, precheck, results
 from mudiff_viz.ui.animation import animation_row
-from mudiff_viz.ui.common import example_traces, user_errors
+from mudiff_viz.ui.common import example_traces, user_errors, whole_count
 from mudiff_viz.ui.pagework import prepare_page
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.capacity import DECODE_SLOTS, LIGHT_SLOTS, LIGHT_WORK
@@ -55,13 +55,7 @@ MAX_ROUNDS = 5
 
 def round_count(rounds) -> int:
     """The rounds control as a count, checked (a bad value: a one-line error)."""
-    try:
-        n = int(rounds if rounds not in (None, "") else ROUNDS)
-    except (TypeError, ValueError):
-        raise UserInputError(f"rounds must be a whole number from 1 to {MAX_ROUNDS}, got {rounds!r}") from None
-    if not 1 <= n <= MAX_ROUNDS:
-        raise UserInputError(f"rounds must be from 1 to {MAX_ROUNDS}, got {n}")
-    return n
+    return whole_count(rounds, "rounds", ROUNDS, MAX_ROUNDS)
 
 
 def interleaved(plan: list, rounds: int) -> list[list]:

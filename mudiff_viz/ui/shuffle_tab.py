@@ -27,7 +27,7 @@ from mudiff_viz.probes.pairs import (DECODERS, ShufflePages, decode_grid, furthe
 from mudiff_viz.probes.replay import file_sha256, find_source
 from mudiff_viz.ui import controls, jobs, models, pagework, precheck
 from mudiff_viz.ui.animation import animation_row
-from mudiff_viz.ui.common import file_path, request_dir, safe_stem, sample_paths, user_errors, write_trace
+from mudiff_viz.ui.common import file_path, request_dir, safe_stem, sample_paths, user_errors, whole_count, write_trace
 from mudiff_viz.ui.gpu import ON_ZERO_GPU
 from mudiff_viz.ui.player import Player
 from mudiff_viz.ui.results import cleared, ordered, says_why, shows_failure
@@ -147,13 +147,7 @@ MAX_SEEDS = 5
 
 def seed_count(seeds) -> int:
     """The seeds control as a count, checked (a bad value: a one-line error)."""
-    try:
-        n = int(seeds if seeds not in (None, "") else SEEDS)
-    except (TypeError, ValueError):
-        raise UserInputError(f"seeds must be a whole number from 1 to {MAX_SEEDS}, got {seeds!r}") from None
-    if not 1 <= n <= MAX_SEEDS:
-        raise UserInputError(f"seeds must be from 1 to {MAX_SEEDS}, got {n}")
-    return n
+    return whole_count(seeds, "seeds", SEEDS, MAX_SEEDS)
 
 
 @user_errors
