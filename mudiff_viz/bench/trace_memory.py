@@ -23,10 +23,20 @@ BASE_TRACE = ROOT / "assets" / "traces" / "courier-short.diffusion.json"
 
 # The Trace viewer's own handler, as the app calls it, and Gradio's JSON encoding of what it returns.
 VIEWER_CHILD = """
-import json, sys
+import json, resource, sys
 from mudiff_viz.ui.viewer_tab import view_traces
 out = list(view_traces([sys.argv[1]], None))[-1]
 json.dumps(out, default=str)
+print("peak_kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+# The CLI's own process: its peak, not that of the PDF render worker it may start (a separate process
+# with its own memory cap, hardening.md), which the kernel's count for a waited-for child would include.
+VIEW_CHILD = """
+import resource, sys
+from mudiff_viz.cli.main import main
+rc = main(sys.argv[1:])
+print("peak_kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+sys.exit(rc)
 """
 
 
@@ -44,20 +54,25 @@ def write_worst_trace(path: Path, nbytes: int) -> Path:
 
 
 def run_child(argv: list[str]) -> tuple[float, int, str]:
-    """Run ``argv`` in a child; (its peak RSS in MB from wait4, exit code, stderr)."""
+    """Run ``argv`` in a child; (its own peak RSS in MB, as it reports it last on stderr, else from
+    wait4; exit code; the rest of stderr)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True)
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
-        return usage.ru_maxrss / 1024, proc.returncode, err.read()
+        lines = err.read().splitlines()
+    peak_kb = usage.ru_maxrss
+    if lines and lines[-1].startswith("peak_kb "):
+        peak_kb = int(lines.pop().split()[1])
+    return peak_kb / 1024, proc.returncode, "\n".join(lines)
 
 
 def view_peak(trace: Path) -> tuple[float, int, str]:
     """``python -m mudiff_viz view TRACE --html`` (the summary, the order line, the offline replay)."""
     with tempfile.TemporaryDirectory() as tmp:
-        return run_child([sys.executable, "-m", "mudiff_viz", "view", str(trace), "--html", str(Path(tmp) / "r.html")])
+        return run_child([sys.executable, "-c", VIEW_CHILD, "view", str(trace), "--html", str(Path(tmp) / "r.html")])
 
 
 def viewer_peak(trace: Path) -> tuple[float, int, str]:
