@@ -39,9 +39,10 @@ def remember_page(trace_path: str | Path, image_url: str | None) -> None:
     if not image_url or not image_url.startswith("data:image/"):
         return
     data = base64.b64decode(image_url.split(",", 1)[1])
+    key = file_digest(trace_path)  # the trace file is read and hashed once
     with _lock:
-        _pages[file_digest(trace_path)] = data
-        _pages.move_to_end(file_digest(trace_path))
+        _pages[key] = data
+        _pages.move_to_end(key)
         while len(_pages) > PAGES_KEPT:
             _pages.popitem(last=False)
 
