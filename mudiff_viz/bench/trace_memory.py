@@ -56,7 +56,10 @@ def write_worst_trace(path: Path, nbytes: int) -> Path:
 def run_child(argv: list[str]) -> tuple[float, int, str]:
     """Run ``argv`` in a child; (its own peak RSS in MB, as it reports it last on stderr, else from
     wait4; exit code; the rest of stderr)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    # a clean environment: what a test run left in os.environ (limits, threads) must not change the measurement
+    keep = ("PATH", "HOME", "LANG", "TMPDIR", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    env["PYTHONPATH"] = str(ROOT)
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True)
         _, status, usage = os.wait4(proc.pid, 0)
