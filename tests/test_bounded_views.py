@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-from mudiff_viz.bench.trace_memory import BASE_TRACE, measure, write_worst_trace
+import sys
+
+from mudiff_viz.bench.trace_memory import BASE_TRACE, REPORT_PEAK, measure, run_child, write_worst_trace
 from mudiff_viz.core.align import alignable, char_map, diff_ops
 from mudiff_viz.core.order import recovery
 from mudiff_viz.core.trace import Trace
@@ -25,6 +27,16 @@ def test_worst_trace_is_viewed_under_a_gigabyte(tmp_path):
         assert row["exit"] == 0, row
         assert 0 < row["peak_rss_mb"] < PEAK_BOUND_MB, (name, row)
     assert any("ground truth too long to align: colours off" in line for line in result["cli_view"]["stderr"])
+
+
+def test_a_child_reports_its_own_peak_not_its_parents():
+    """A large parent (a test worker late in the suite) must not lift the child's measured peak:
+    Linux carries the parent's ru_maxrss across fork and exec, VmHWM it does not."""
+    ballast = bytearray(600 * 1024 * 1024)
+    ballast[:: 4096] = b"\1" * len(ballast[:: 4096])  # touched, so resident
+    peak, rc, _ = run_child([sys.executable, "-c", REPORT_PEAK + "\n_report_peak()"])
+    assert rc == 0 and 0 < peak < 200, peak
+    del ballast
 
 
 def test_too_long_ground_truth_leaves_tokens_uncoloured(tmp_path, monkeypatch):

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import random
-import resource
 import statistics
 import time
 from dataclasses import replace
 
+from mudiff_viz.bench.peak_memory import own_peak_rss_mb
 from mudiff_viz.core.metrics import cer
 from mudiff_viz.decoding.pipeline import decode_page
 from mudiff_viz.decoding.settings import DecodeParams
@@ -33,7 +33,7 @@ def bench_pages(n: int, seed: int = 99) -> list[Page]:
 
 
 def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    return own_peak_rss_mb()
 
 
 def _decode(page: Page, model: str, decoder: str, params, one_region_at_a_time: bool = False):

@@ -1,9 +1,10 @@
 """Peak memory of viewing the worst trace an upload may be: one region whose ground truth fills it.
 
 A trace file may hold up to ``max_trace_bytes``; its bulk can be one region's ``gt_text``, which the
-views align against the decoded text. Each measurement runs in a fresh interpreter, and its peak
-resident memory is the kernel's own count (``ru_maxrss`` of the finished child), so nothing the
-measuring process holds is counted.
+views align against the decoded text. Each measurement runs in a fresh interpreter that reports its
+own peak resident memory: the kernel's high-water mark of its address space (``VmHWM``). Not
+``ru_maxrss``: Linux carries the forking parent's peak into the child's across ``exec``, so a child of
+a 2 GB test worker would report 2 GB.
 
     python -m mudiff_viz.bench.trace_memory --mb 48 --out docs/results/bench/trace-memory.json
 """
@@ -21,21 +22,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BASE_TRACE = ROOT / "assets" / "traces" / "courier-short.diffusion.json"
 
+# The child's own peak in kB, printed last on stderr (peak_memory.py says why not ru_maxrss).
+REPORT_PEAK = """
+def _report_peak():
+    import sys
+    from mudiff_viz.bench.peak_memory import own_peak_rss_mb
+    print("peak_kb", round(own_peak_rss_mb() * 1024), file=sys.stderr)
+"""
 # The Trace viewer's own handler, as the app calls it, and Gradio's JSON encoding of what it returns.
-VIEWER_CHILD = """
-import json, resource, sys
+VIEWER_CHILD = REPORT_PEAK + """
+import json, sys
 from mudiff_viz.ui.viewer_tab import view_traces
 out = list(view_traces([sys.argv[1]], None))[-1]
 json.dumps(out, default=str)
-print("peak_kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+_report_peak()
 """
 # The CLI's own process: its peak, not that of the PDF render worker it may start (a separate process
 # with its own memory cap, hardening.md), which the kernel's count for a waited-for child would include.
-VIEW_CHILD = """
-import resource, sys
+VIEW_CHILD = REPORT_PEAK + """
+import sys
 from mudiff_viz.cli.main import main
 rc = main(sys.argv[1:])
-print("peak_kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+_report_peak()
 sys.exit(rc)
 """
 
@@ -54,19 +62,18 @@ def write_worst_trace(path: Path, nbytes: int) -> Path:
 
 
 def run_child(argv: list[str]) -> tuple[float, int, str]:
-    """Run ``argv`` in a child; (its own peak RSS in MB, as it reports it last on stderr, else from
-    wait4; exit code; the rest of stderr)."""
+    """Run ``argv`` in a child; (its own peak RSS in MB, as it reports it last on stderr, else 0;
+    exit code; the rest of stderr)."""
     # a clean environment: what a test run left in os.environ (limits, threads) must not change the measurement
     keep = ("PATH", "HOME", "LANG", "TMPDIR", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env["PYTHONPATH"] = str(ROOT)
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc.wait()
         err.seek(0)
         lines = err.read().splitlines()
-    peak_kb = usage.ru_maxrss
+    peak_kb = 0  # a child that died before reporting: no number (the test asserts a positive peak)
     if lines and lines[-1].startswith("peak_kb "):
         peak_kb = int(lines.pop().split()[1])
     return peak_kb / 1024, proc.returncode, "\n".join(lines)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from models.registry import load_backend
+from mudiff_viz.bench.peak_memory import own_peak_rss_mb
 from mudiff_viz.core.limits import Limits
 from mudiff_viz.corpus.grid import Variant, make_variant
 from mudiff_viz.corpus.rows import failed_rows, one_line_error, page_rows
@@ -60,7 +61,7 @@ def process_usage() -> dict:
     """This process's peak memory and CPU seconds (its own and its finished children's: the PDF
     worker processes), what a run reports per worker."""
     me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"peak_rss_mb": me.ru_maxrss / 1024.0,
+    return {"peak_rss_mb": own_peak_rss_mb(),
             "cpu_s": me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime}
 
 
