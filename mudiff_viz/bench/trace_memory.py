@@ -26,7 +26,7 @@ BASE_TRACE = ROOT / "assets" / "traces" / "courier-short.diffusion.json"
 REPORT_PEAK = """
 def _report_peak():
     import sys
-    from mudiff_viz.bench.peak_memory import own_peak_rss_mb
+    from mudiff_viz.core.peak_memory import own_peak_rss_mb
     print("peak_kb", round(own_peak_rss_mb() * 1024), file=sys.stderr)
 """
 # The Trace viewer's own handler, as the app calls it, and Gradio's JSON encoding of what it returns.

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from models.registry import load_backend
-from mudiff_viz.bench.peak_memory import own_peak_rss_mb
+from mudiff_viz.core.peak_memory import own_peak_rss_mb
 from mudiff_viz.core.limits import Limits
 from mudiff_viz.corpus.grid import Variant, make_variant
 from mudiff_viz.corpus.rows import failed_rows, one_line_error, page_rows
