@@ -13,8 +13,8 @@ import statistics
 import time
 from dataclasses import replace
 
-from mudiff_viz.core.peak_memory import own_peak_rss_mb
 from mudiff_viz.core.metrics import cer
+from mudiff_viz.core.peak_memory import own_peak_rss_mb
 from mudiff_viz.decoding.pipeline import decode_page
 from mudiff_viz.decoding.settings import DecodeParams
 from mudiff_viz.inputs import synth
